@@ -1,0 +1,17 @@
+"""aiogroup: an asyncio member of Kafka's classic consumer group protocol (KIP-429 cooperative)."""
+
+from aiogroup.errors import AiogroupError, CodecError, ConfigurationError, KafkaError
+from aiogroup.protocol.types import Assignment, Subscription, TopicPartition
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AiogroupError",
+    "Assignment",
+    "CodecError",
+    "ConfigurationError",
+    "KafkaError",
+    "Subscription",
+    "TopicPartition",
+    "__version__",
+]

