@@ -1,0 +1,163 @@
+"""The sans-I/O KIP-429 membership state machine.
+
+:class:`GroupMember` is one member of a classic consumer group. It never does I/O and never
+reads a clock: a *driver* (``aiogroup.client``) feeds it **events** (what happened, past tense)
+with the current monotonic time ``now`` (float seconds), and carries out the **actions** it
+returns (what to do, imperative), in the order returned.
+
+Driving loop
+------------
+::
+
+    member = GroupMember(MemberConfig(group_id="g", assignors=[CooperativeStickyAssignor()]))
+    actions = member.handle(SubscriptionChanged(topics=frozenset({"orders"})), now)
+    while True:
+        for action in actions: start(action)            # send requests, run callbacks, ...
+        wait until an answer arrives or until member.next_deadline()
+        actions = member.handle(answer_event, now)      # or member.handle_timer(now)
+
+Which action expects which event back (echo the action's ``token`` in the event):
+
+=====================  ==========================================================================
+action                 answer
+=====================  ==========================================================================
+FindCoordinator        CoordinatorFound(token, node_id, host, port) once connected, or
+                       CoordinatorLookupFailed(token, error_code)
+RequestMetadata        MetadataUpdated(partitions_per_topic) covering every topic asked
+                       (``topics=None``: all topics, for a regex subscription); no token
+SendJoinGroup          JoinGroupCompleted(token, ...) or JoinGroupFailed(token, error_code,
+                       member_id)
+SendSyncGroup          SyncGroupCompleted(token, assignment bytes) or SyncGroupFailed(token, code)
+SendHeartbeat          HeartbeatCompleted(token) or HeartbeatFailed(token, error_code)
+SendLeaveGroup         LeaveGroupCompleted(token, error_code)
+CommitOffsets          CommitCompleted(token) or CommitFailed(token, error_code); the machine
+                       then emits ResolveCommit(token, error) for the caller of the commit
+InvokeCallbacks        run the listener (:func:`aiogroup.listener.run_callbacks`), then
+                       CallbacksFinished(token, first_error)
+ResolveCommit          none: complete the user's commit future with ``error`` (None = ok)
+RaiseToUser            none: raise ``error`` from the user's next call (``fatal``: every call)
+=====================  ==========================================================================
+
+Any failure to send a request to the coordinator, a dropped connection or a request timeout
+is reported as ``CoordinatorLost()``: every coordinator request in flight is then abandoned,
+commits in flight resolve with a retriable CoordinatorNotAvailableError, and the machine looks
+the coordinator up again. Responses whose token the machine no longer waits for (an older
+generation, an abandoned request) are ignored (KAFKA-13406): the driver may deliver them.
+
+User intent is also an event: SubscriptionChanged(topics=... | pattern=...),
+UnsubscribeRequested(), CloseRequested(). Commits go through :meth:`GroupMember.commit`,
+which returns the CommitOffsets action or raises RebalanceInProgressError (retriable: a
+rebalance is under way), CommitFailedError (not part of an active generation) or
+CoordinatorNotAvailableError. Auto-commits the machine needs (before a rebalance, on
+unsubscribe and close, KIP-70) come as ``CommitOffsets(offsets=None)``: commit the consumed
+positions of the partitions owned at that moment.
+
+Timers
+------
+:meth:`GroupMember.next_deadline` returns when the machine next needs waking (heartbeat
+interval, session timeout, retry backoff) or ``None``. Call :meth:`GroupMember.handle_timer`
+with ``now`` at or after it; calling it early is harmless. Request timeouts belong to the
+transport (report them as CoordinatorLost).
+
+Callbacks
+---------
+InvokeCallbacks lists ``lost``, ``revoked`` and ``assigned`` partitions (frozensets of
+TopicPartition). The driver runs them in that order with the runner in
+:mod:`aiogroup.listener`, which skips empty lost/revoked sets, always delivers ``assigned``
+when it is not None, runs every callback even if one raises, and answers
+``CallbacksFinished(token, first_error)``. The machine then emits ``RaiseToUser`` for that
+first error; the assignment change stands (KIP-429). While callbacks run, the machine keeps
+heartbeating and accepts other events; the assignment it reports during a revoked callback
+still contains the partitions being revoked (so the callback can commit them), but
+:attr:`GroupMember.fetchable` already excludes them (KAFKA-14196).
+
+Queries: ``state`` (:class:`MemberState`), ``member_id``, ``generation_id``, ``leader_id``,
+``is_leader``, ``protocol`` (EAGER/COOPERATIVE), ``assignment``, ``fetchable``,
+``subscribed_topics``, ``fatal_error``.
+
+Misuse (an event the current state cannot take, a malformed event) raises
+:class:`aiogroup.errors.LocalProtocolError`; broker errors are data in events.
+"""
+
+from aiogroup.membership.actions import (
+    Action,
+    CommitOffsets,
+    FindCoordinator,
+    InvokeCallbacks,
+    RaiseToUser,
+    RequestMetadata,
+    ResolveCommit,
+    SendHeartbeat,
+    SendJoinGroup,
+    SendLeaveGroup,
+    SendSyncGroup,
+)
+from aiogroup.membership.deltas import LeaderPlan, MemberDelta, leader_plan, member_delta
+from aiogroup.membership.errors import AssignorError, RebalanceCallbackError
+from aiogroup.membership.events import (
+    CallbacksFinished,
+    CloseRequested,
+    CommitCompleted,
+    CommitFailed,
+    CoordinatorFound,
+    CoordinatorLookupFailed,
+    CoordinatorLost,
+    Event,
+    HeartbeatCompleted,
+    HeartbeatFailed,
+    JoinGroupCompleted,
+    JoinGroupFailed,
+    JoinGroupMember,
+    LeaveGroupCompleted,
+    MetadataUpdated,
+    SubscriptionChanged,
+    SyncGroupCompleted,
+    SyncGroupFailed,
+    UnsubscribeRequested,
+)
+from aiogroup.membership.machine import GroupMember, MemberConfig
+from aiogroup.membership.selection import select_protocol
+from aiogroup.membership.states import MemberState
+
+__all__ = [
+    "Action",
+    "AssignorError",
+    "CallbacksFinished",
+    "CloseRequested",
+    "CommitCompleted",
+    "CommitFailed",
+    "CommitOffsets",
+    "CoordinatorFound",
+    "CoordinatorLookupFailed",
+    "CoordinatorLost",
+    "Event",
+    "FindCoordinator",
+    "GroupMember",
+    "HeartbeatCompleted",
+    "HeartbeatFailed",
+    "InvokeCallbacks",
+    "JoinGroupCompleted",
+    "JoinGroupFailed",
+    "JoinGroupMember",
+    "LeaderPlan",
+    "LeaveGroupCompleted",
+    "MemberConfig",
+    "MemberDelta",
+    "MemberState",
+    "MetadataUpdated",
+    "RaiseToUser",
+    "RebalanceCallbackError",
+    "RequestMetadata",
+    "ResolveCommit",
+    "SendHeartbeat",
+    "SendJoinGroup",
+    "SendLeaveGroup",
+    "SendSyncGroup",
+    "SubscriptionChanged",
+    "SyncGroupCompleted",
+    "SyncGroupFailed",
+    "UnsubscribeRequested",
+    "leader_plan",
+    "member_delta",
+    "select_protocol",
+]

@@ -56,6 +56,9 @@ class Subscription:
     generation_id: int = NO_GENERATION
     rack_id: str | None = None
     version: int = field(default=3, compare=False)
+    #: The member's KIP-345 static id, filled by the leader from the JoinGroup response (Java's
+    #: ``Subscription.groupInstanceId``); never on the wire, not part of equality.
+    group_instance_id: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,437 @@
+"""The readable side of the audit: a stdout summary and a self-contained HTML report.
+
+Charts are inline SVG written by hand (no plotting dependency): an ownership timeline (Gantt)
+for a range of partitions, unowned time per generation, moves against the minimum, and latency
+distributions. Two event sets (``--compare``) are shown side by side.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+__all__ = ["AuditData", "collect", "render_html", "summary_text"]
+
+GANTT_DEFAULT_PARTITIONS = 24
+GANTT_MAX_INTERVALS = 4000
+PALETTE = [
+    "#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7",
+    "#86bcb6", "#8cd17d", "#499894", "#d37295", "#a0cbe8", "#ffbe7d", "#bab0ac", "#79706e",
+]
+
+
+@dataclass
+class AuditData:
+    """Small, collected results of one audit (pandas DataFrames)."""
+
+    label: str
+    tolerance_s: float
+    tables: dict[str, Any] = field(default_factory=dict)
+    gantt: Any = None
+    gantt_title: str = ""
+
+    @property
+    def violations(self) -> int:
+        o = self.tables["overlaps"]
+        return int(o["violation"].sum()) if len(o) else 0
+
+
+def collect(
+    spark: SparkSession,
+    target: str,
+    label: str,
+    tolerance_s: float,
+    gantt_topic: str | None = None,
+    gantt_partitions: tuple[int, int] | None = None,
+) -> AuditData:
+    """Read back the written Parquet datasets; small ones whole, intervals for the timeline."""
+    with warnings.catch_warnings():  # PySpark's "pandas >= 3 not fully supported" notice
+        warnings.simplefilter("ignore", FutureWarning)
+        return _collect(spark, target, label, tolerance_s, gantt_topic, gantt_partitions)
+
+
+def _collect(
+    spark: SparkSession,
+    target: str,
+    label: str,
+    tolerance_s: float,
+    gantt_topic: str | None,
+    gantt_partitions: tuple[int, int] | None,
+) -> AuditData:
+    data = AuditData(label=label, tolerance_s=tolerance_s)
+    for name in ("input_quality", "overlaps", "unowned_by_generation", "moves_by_generation",
+                 "latency", "latency_histogram", "members"):
+        data.tables[name] = spark.read.parquet(f"{target}/{name}").toPandas()
+    per_partition = spark.read.parquet(f"{target}/unowned_by_partition")
+    data.tables["totals"] = per_partition.agg(
+        F.count(F.lit(1)).alias("partitions"),
+        F.coalesce(F.sum("intervals"), F.lit(0)).alias("intervals"),
+        F.coalesce(F.sum("unowned_s"), F.lit(0.0)).alias("unowned_s"),
+        F.coalesce(F.max("max_gap_s"), F.lit(0.0)).alias("max_gap_s"),
+    ).toPandas()
+    data.tables["worst_partitions"] = (
+        per_partition.orderBy(F.desc("unowned_s")).limit(10).toPandas()
+    )
+    intervals = spark.read.parquet(f"{target}/intervals")
+    topic = gantt_topic
+    if topic is None:
+        first = intervals.select("topic").orderBy("topic").limit(1).collect()
+        topic = first[0]["topic"] if first else None
+    if topic is not None:
+        if gantt_partitions is None:
+            gantt_partitions = (0, GANTT_DEFAULT_PARTITIONS - 1)
+        lo, hi = gantt_partitions
+        data.gantt = (
+            intervals.where((F.col("topic") == topic) & F.col("partition").between(lo, hi))
+            .orderBy("start")
+            .limit(GANTT_MAX_INTERVALS)
+            .toPandas()
+        )
+        data.gantt_title = f"{topic} partitions {lo}-{hi}"
+    return data
+
+
+# -- text -----------------------------------------------------------------------------------
+
+
+def _fmt_s(x: Any) -> str:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return "-"
+    if math.isnan(v):
+        return "-"
+    if v >= 100:
+        return f"{v:.0f} s"
+    if v >= 1:
+        return f"{v:.2f} s"
+    return f"{v * 1000:.1f} ms"
+
+
+def _headline(d: AuditData) -> dict[str, str]:
+    t = d.tables
+    totals = t["totals"].iloc[0] if len(t["totals"]) else None
+    overlaps = t["overlaps"]
+    moves = t["moves_by_generation"]
+    quality = t["input_quality"]
+    skipped = quality[quality["status"] != "ok"]["lines"].sum() if len(quality) else 0
+    ok = quality[quality["status"] == "ok"]["lines"].sum() if len(quality) else 0
+    reb = t["latency"][t["latency"]["metric"] == "rebalance completed"]
+    return {
+        "events read": f"{int(ok)} ok, {int(skipped)} skipped",
+        "members": str(len(t["members"])),
+        "partitions": str(int(totals["partitions"])) if totals is not None else "0",
+        "ownership intervals": str(int(totals["intervals"])) if totals is not None else "0",
+        "overlap violations": str(int(overlaps["violation"].sum()) if len(overlaps) else 0),
+        f"overlaps within {_fmt_s(d.tolerance_s)} tolerance": str(
+            int((~overlaps["violation"].astype(bool)).sum()) if len(overlaps) else 0
+        ),
+        "unowned partition-seconds": f"{float(totals['unowned_s']):.2f}"
+        if totals is not None else "0",
+        "longest gap": _fmt_s(totals["max_gap_s"]) if totals is not None else "-",
+        "partitions moved / minimum": f"{int(moves['moved'].sum())} / "
+        f"{int(moves['min_moves'].sum())}" if len(moves) else "0 / 0",
+        "rebalance latency p50 / p99": (
+            f"{_fmt_s(reb['p50_s'].median())} / {_fmt_s(reb['p99_s'].max())}"
+            if len(reb) else "-"
+        ),
+    }
+
+
+def summary_text(d: AuditData) -> str:
+    lines = [f"== aiogroup ownership audit: {d.label} =="]
+    for k, v in _headline(d).items():
+        lines.append(f"  {k:<34} {v}")
+    q = d.tables["input_quality"]
+    bad = q[q["status"] != "ok"].groupby("status")["lines"].sum() if len(q) else []
+    for status, n in getattr(bad, "items", list)():
+        lines.append(f"  skipped ({status}): {int(n)} lines")
+    o = d.tables["overlaps"]
+    if len(o):
+        lines.append("  overlaps:")
+        for _, r in o.sort_values("duration_s", ascending=False).head(10).iterrows():
+            tag = "VIOLATION" if r["violation"] else "tolerated"
+            members = ", ".join(str(m) for m in r["members"])
+            lines.append(f"    {tag:9} {r['topic']}-{r['partition']} {_fmt_s(r['duration_s'])}"
+                         f" members {members}")
+    lat = d.tables["latency"]
+    if len(lat):
+        lines.append("  latency (p50 / p90 / p99 / max):")
+        for _, r in lat.sort_values(["client", "metric"]).iterrows():
+            lines.append(f"    {r['client']:<13} {r['metric']:<22} n={int(r['count']):<6} "
+                         f"{_fmt_s(r['p50_s'])} / {_fmt_s(r['p90_s'])} / {_fmt_s(r['p99_s'])}"
+                         f" / {_fmt_s(r['max_s'])}")
+    return "\n".join(lines)
+
+
+# -- SVG ------------------------------------------------------------------------------------
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _nice_ticks(lo: float, hi: float, n: int = 6) -> list[float]:
+    span = hi - lo
+    if span <= 0:
+        return [lo]
+    raw = span / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step) * step
+    ticks = []
+    v = first
+    while v <= hi + 1e-9:
+        ticks.append(round(v, 10))
+        v += step
+    return ticks
+
+
+def _gantt_svg(d: AuditData, width: int = 900) -> str:
+    g = d.gantt
+    if g is None or len(g) == 0:
+        return "<p class='muted'>No ownership intervals in the chosen range.</p>"
+    parts = sorted({int(p) for p in g["partition"]})
+    members = sorted({str(m) for m in g["member"]})
+    colour = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(members)}
+    t0 = float(g["start"].min())
+    t1 = float(g["end"].max())
+    span = max(t1 - t0, 1e-9)
+    left, right, top, row = 70, 20, 24, 16
+    height = top + row * len(parts) + 40
+    plot_w = width - left - right
+
+    def x(t: float) -> float:
+        return left + (t - t0) / span * plot_w
+
+    out = [f"<svg viewBox='0 0 {width} {height}' width='100%' role='img' "
+           f"aria-label='ownership timeline'>"]
+    for i, p in enumerate(parts):
+        y = top + i * row
+        if i % 2 == 0:
+            out.append(f"<rect x='{left}' y='{y}' width='{plot_w}' height='{row}' fill='#f6f6f6'/>")
+        out.append(f"<text x='{left - 6}' y='{y + row - 4}' text-anchor='end' "
+                   f"class='ax'>p{p}</text>")
+    for tick in _nice_ticks(0.0, span):
+        tx = x(t0 + tick)
+        out.append(f"<line x1='{tx:.1f}' x2='{tx:.1f}' y1='{top}' y2='{top + row * len(parts)}' "
+                   f"stroke='#ddd'/>")
+        out.append(f"<text x='{tx:.1f}' y='{top + row * len(parts) + 14}' text-anchor='middle' "
+                   f"class='ax'>{tick:g} s</text>")
+    index = {p: i for i, p in enumerate(parts)}
+    for r in g.itertuples(index=False):
+        y = top + index[int(r.partition)] * row + 2
+        x0, x1 = x(float(r.start)), x(float(r.end))
+        w = max(x1 - x0, 0.8)
+        dash = " stroke='#333' stroke-dasharray='3,2'" if bool(r.open) else ""
+        tip = (f"{r.member} owns {r.topic}-{r.partition} gen {r.generation_id}: "
+               f"{float(r.start) - t0:.3f}-{float(r.end) - t0:.3f} s ({r.end_kind})")
+        out.append(f"<rect x='{x0:.1f}' y='{y}' width='{w:.1f}' height='{row - 4}' "
+                   f"fill='{colour[str(r.member)]}' opacity='0.85'{dash}><title>{_e(tip)}</title>"
+                   f"</rect>")
+    overlaps = d.tables["overlaps"]
+    if len(overlaps):
+        topic = g["topic"].iloc[0]
+        sel = overlaps[(overlaps["topic"] == topic) & overlaps["partition"].isin(parts)]
+        for r in sel.itertuples(index=False):
+            y = top + index[int(r.partition)] * row
+            x0, x1 = x(float(r.start)), x(float(r.end))
+            stroke = "#d62728" if r.violation else "#ff9896"
+            out.append(f"<rect x='{x0 - 1:.1f}' y='{y}' width='{max(x1 - x0, 1) + 2:.1f}' "
+                       f"height='{row}' fill='none' stroke='{stroke}' stroke-width='2'>"
+                       f"<title>overlap {_fmt_s(r.duration_s)}</title></rect>")
+    out.append("</svg>")
+    legend = "".join(
+        f"<span class='key'><i style='background:{colour[m]}'></i>{_e(m)}</span>"
+        for m in members[:40]
+    )
+    more = f" <span class='muted'>+{len(members) - 40} more</span>" if len(members) > 40 else ""
+    return "".join(out) + f"<div class='legend'>{legend}{more}</div>"
+
+
+def _bars_svg(
+    labels: Sequence[str],
+    series: Sequence[tuple[str, Sequence[float], str]],
+    *,
+    y_label: str,
+    width: int = 440,
+    height: int = 220,
+) -> str:
+    if not labels:
+        return "<p class='muted'>Nothing to show.</p>"
+    left, right, top, bottom = 56, 10, 12, 36
+    plot_w, plot_h = width - left - right, height - top - bottom
+    vmax = max((max(v) if len(v) else 0.0) for _, v, _ in series) or 1.0
+    ticks = _nice_ticks(0.0, vmax, 4)
+    vmax = max(vmax, ticks[-1])
+    n, k = len(labels), len(series)
+    slot = plot_w / n
+    bar = max(slot * 0.8 / k, 0.5)
+    out = [f"<svg viewBox='0 0 {width} {height}' width='100%' role='img'>"]
+    for tick in ticks:
+        ty = top + plot_h - tick / vmax * plot_h
+        out.append(f"<line x1='{left}' x2='{width - right}' y1='{ty:.1f}' y2='{ty:.1f}' "
+                   f"stroke='#e5e5e5'/><text x='{left - 4}' y='{ty + 4:.1f}' text-anchor='end' "
+                   f"class='ax'>{tick:g}</text>")
+    step = max(1, math.ceil(n / 12))
+    for i, lab in enumerate(labels):
+        for j, (name, values, col) in enumerate(series):
+            v = float(values[i])
+            h = v / vmax * plot_h
+            bx = left + i * slot + slot * 0.1 + j * bar
+            out.append(f"<rect x='{bx:.1f}' y='{top + plot_h - h:.1f}' width='{bar:.1f}' "
+                       f"height='{h:.1f}' fill='{col}'><title>{_e(name)} {_e(lab)}: {v:g}"
+                       f"</title></rect>")
+        if i % step == 0:
+            out.append(f"<text x='{left + (i + 0.5) * slot:.1f}' y='{height - bottom + 14}' "
+                       f"text-anchor='middle' class='ax'>{_e(lab)}</text>")
+    out.append(f"<text x='12' y='{top + plot_h / 2:.0f}' class='ax' "
+               f"transform='rotate(-90 12 {top + plot_h / 2:.0f})' text-anchor='middle'>"
+               f"{_e(y_label)}</text>")
+    out.append("</svg>")
+    if k > 1:
+        out.append("<div class='legend'>" + "".join(
+            f"<span class='key'><i style='background:{c}'></i>{_e(nm)}</span>"
+            for nm, _, c in series) + "</div>")
+    return "".join(out)
+
+
+def _generation_charts(d: AuditData) -> str:
+    u = d.tables["unowned_by_generation"].dropna(subset=["generation_id"])
+    u = u.groupby("generation_id", as_index=False)["unowned_partition_s"].sum()
+    u = u.sort_values("generation_id")
+    unowned = _bars_svg(
+        [str(int(g)) for g in u["generation_id"]],
+        [("unowned", list(u["unowned_partition_s"]), "#e15759")],
+        y_label="partition-seconds",
+    )
+    m = d.tables["moves_by_generation"].dropna(subset=["generation_id"])
+    m = m.groupby("generation_id", as_index=False)[["moved", "min_moves"]].sum()
+    m = m.sort_values("generation_id")
+    moves = _bars_svg(
+        [str(int(g)) for g in m["generation_id"]],
+        [("moved", list(m["moved"]), "#4e79a7"), ("minimum", list(m["min_moves"]), "#bab0ac")],
+        y_label="partitions",
+    )
+    return (f"<h3>Unowned time per generation</h3>{unowned}"
+            f"<h3>Partitions moved vs. minimum, per generation</h3>{moves}")
+
+
+def _latency_charts(d: AuditData) -> str:
+    h = d.tables["latency_histogram"]
+    if not len(h):
+        return "<p class='muted'>No latency events.</p>"
+    out = []
+    colours = {"rebalance": "#4e79a7", "assigned": "#59a14f", "revoked": "#f28e2b",
+               "lost": "#e15759"}
+    for metric in ("rebalance", "assigned", "revoked", "lost"):
+        sel = h[h["metric"] == metric].groupby("bucket", as_index=False)["count"].sum()
+        if not len(sel):
+            continue
+        lo, hi = int(sel["bucket"].min()), int(sel["bucket"].max())
+        counts = dict(zip(sel["bucket"].astype(int), sel["count"], strict=True))
+        buckets = list(range(lo, hi + 1))
+        labels = [_fmt_s(10 ** (b / 4)) for b in buckets]
+        title = "rebalance latency" if metric == "rebalance" else f"{metric} callback duration"
+        out.append(f"<h3>{_e(title)}</h3>")
+        out.append(_bars_svg(labels, [(metric, [float(counts.get(b, 0)) for b in buckets],
+                                       colours[metric])], y_label="count", height=180))
+    return "".join(out)
+
+
+def _table(df: Any, columns: Sequence[str], *, limit: int = 50) -> str:
+    if df is None or not len(df):
+        return "<p class='muted'>None.</p>"
+    cols = [c for c in columns if c in df.columns]
+    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
+    rows = []
+    for _, r in df.head(limit).iterrows():
+        cells = []
+        for c in cols:
+            v = r[c]
+            if isinstance(v, float):
+                v = _fmt_s(v) if c.endswith("_s") else f"{v:.3f}"
+            elif hasattr(v, "tolist") and not isinstance(v, str):
+                v = ", ".join(str(x) for x in v.tolist())
+            cells.append(f"<td>{_e(v)}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    more = (f"<p class='muted'>{len(df) - limit} more rows in Parquet.</p>"
+            if len(df) > limit else "")
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>{more}"
+
+
+def _column(d: AuditData) -> str:
+    head = _headline(d)
+    cards = "".join(
+        f"<div class='card{' bad' if k == 'overlap violations' and v != '0' else ''}'>"
+        f"<b>{_e(v)}</b><span>{_e(k)}</span></div>" for k, v in head.items()
+    )
+    o = d.tables["overlaps"]
+    o = o.sort_values("duration_s", ascending=False) if len(o) else o
+    lat = d.tables["latency"]
+    lat = lat.sort_values(["client", "metric"]) if len(lat) else lat
+    members = d.tables["members"]
+    members = members.sort_values("member") if len(members) else members
+    quality = d.tables["input_quality"]
+    return f"""
+<section>
+  <h2>{_e(d.label)}</h2>
+  <div class='cards'>{cards}</div>
+  <h3>Ownership timeline: {_e(d.gantt_title)}</h3>
+  {_gantt_svg(d)}
+  {_generation_charts(d)}
+  {_latency_charts(d)}
+  <h3>Overlaps</h3>
+  {_table(o, ["topic", "partition", "duration_s", "max_owners", "members", "generations",
+              "violation"])}
+  <h3>Latency</h3>
+  {_table(lat, ["client", "metric", "count", "p50_s", "p90_s", "p99_s", "max_s"])}
+  <h3>Members</h3>
+  {_table(members, ["member", "client", "generations", "rebalances", "intervals",
+                    "open_intervals", "owned_partition_s", "lost_events", "callback_errors",
+                    "closed"])}
+  <h3>Input</h3>
+  {_table(quality, ["source_file", "status", "lines"])}
+</section>"""
+
+
+_CSS = """
+body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;border-bottom:2px solid #4e79a7}
+h3{font-size:14px;margin:18px 0 6px;color:#444}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:32px}
+.cards{display:flex;flex-wrap:wrap;gap:8px}
+.card{background:#f3f6fa;border-radius:6px;padding:6px 10px;min-width:120px}
+.card b{display:block;font-size:16px} .card span{font-size:11px;color:#666}
+.card.bad{background:#fde2e2} .muted{color:#888}
+.ax{font-size:10px;fill:#555}
+.legend{font-size:11px;margin:4px 0} .key{margin-right:10px;white-space:nowrap}
+.key i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:-1px}
+table{border-collapse:collapse;font-size:12px;margin:4px 0}
+td,th{border-bottom:1px solid #eee;padding:2px 8px;text-align:left}
+th{background:#fafafa}
+"""
+
+
+def render_html(sets: Sequence[AuditData]) -> str:
+    """One self-contained HTML page; two sets are laid out side by side."""
+    title = " vs ".join(d.label for d in sets)
+    body = "".join(_column(d) for d in sets)
+    return f"""<!doctype html>
+<html lang='en'><head><meta charset='utf-8'><title>aiogroup audit: {_e(title)}</title>
+<style>{_CSS}</style></head><body>
+<h1>Rebalance ownership audit: {_e(title)}</h1>
+<p class='muted'>Ownership runs from the start of the assigned callback to the end of the revoked
+or lost callback. Dashed bars are still open when the member's events stop. Red outlines mark
+overlaps (light red: within the {_e(_fmt_s(sets[0].tolerance_s if sets else 0))} clock-skew
+tolerance).</p>
+<div class='grid'>{body}</div>
+</body></html>
+"""

@@ -1,0 +1,103 @@
+"""Building a SparkSession that behaves on a laptop and leaves a cluster's settings alone."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from aiogroup.errors import ConfigurationError
+
+__all__ = ["AnalyticsError", "build_session", "find_java", "is_local_master"]
+
+_LOG4J2 = Path(__file__).with_name("log4j2.properties")
+
+
+class AnalyticsError(ConfigurationError):
+    """The audit cannot run here (no Java, no PySpark, unreadable input)."""
+
+
+def find_java() -> str:
+    """The java binary Spark will use (``$JAVA_HOME/bin/java`` or ``java`` on PATH)."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = Path(home) / "bin" / "java"
+        if candidate.exists():
+            return str(candidate)
+        raise AnalyticsError(f"JAVA_HOME={home} has no bin/java; install Java 17+ or fix JAVA_HOME")
+    found = shutil.which("java")
+    if found is None:
+        raise AnalyticsError(
+            "Spark needs Java 17+: set JAVA_HOME or put `java` on PATH "
+            "(e.g. apt-get install openjdk-17-jre-headless)"
+        )
+    return found
+
+
+def is_local_master(master: str | None) -> bool:
+    return master is None or master.startswith("local")
+
+
+def build_session(
+    master: str | None = None,
+    *,
+    app_name: str = "aiogroup-audit",
+    ui: bool = False,
+    shuffle_partitions: int | None = None,
+    log_level: str = "WARN",
+    extra_conf: dict[str, str] | None = None,
+) -> Any:
+    """A SparkSession for the audit.
+
+    ``master=None`` means: whatever spark-submit configured, else ``local[*]``. In local mode the
+    driver binds to 127.0.0.1, shuffles use ``2 x cores`` partitions and the UI is off unless
+    asked for; on a cluster only the app name is set, everything else is the cluster's.
+    """
+    find_java()
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - the analytics extra is missing
+        raise AnalyticsError("the audit needs PySpark: pip install 'aiogroup[analytics]'") from exc
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    submitted = _under_spark_submit()
+    if master is None and not submitted:
+        master = "local[*]"
+    builder = SparkSession.builder.appName(app_name)
+    local = is_local_master(master) and not (submitted and master is None)
+    if master is not None:
+        builder = builder.master(master)
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no guessing of a LAN address
+        cores = os.cpu_count() or 2
+        conf = {
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.driver.host": "127.0.0.1",
+            "spark.sql.shuffle.partitions": str(shuffle_partitions or 2 * cores),
+            "spark.ui.enabled": "true" if ui else "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.execution.arrow.pyspark.enabled": "true",
+            "spark.sql.adaptive.enabled": "true",
+        }
+        if _LOG4J2.exists():
+            opt = f"-Dlog4j2.configurationFile=file:{_LOG4J2}"
+            conf["spark.driver.extraJavaOptions"] = opt
+            conf["spark.executor.extraJavaOptions"] = opt
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+    elif shuffle_partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    for key, value in (extra_conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    return spark
+
+
+def _under_spark_submit() -> bool:
+    """True when spark-submit launched this driver (it then owns the master and the conf)."""
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("SPARK_SUBMIT"))

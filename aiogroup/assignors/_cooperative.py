@@ -1,0 +1,37 @@
+"""The cooperative adjust step (KIP-429), applied to a plan of the sticky balancer.
+
+KIP-429 lets a partition change owner only once its previous owner has revoked it: the leader
+works out the intended assignment, then withholds every partition that would go to a new member
+while another member still claims it. The previous owner sees the partition missing from its
+assignment, revokes it and rejoins; the follow-up rebalance hands it out, now unclaimed. So a
+partition is never revoked and assigned in the same round (KAFKA-14639), and a group converges
+in at most two rebalances.
+
+This is a separate step composed after :func:`aiogroup.assignors._sticky_core.balance`, as in
+franz-go, rather than a subclass overriding the balancer's internals.
+"""
+
+from __future__ import annotations
+
+from itertools import filterfalse
+
+from aiogroup.assignors._sticky_core import Plan
+
+__all__ = ["withhold_transfers"]
+
+
+def withhold_transfers(plan: Plan) -> tuple[Plan, int]:
+    """Drop from ``plan`` every newly given partition that some member still claims.
+
+    A claim counts whatever its validity for ownership: a stale generation, an equal-generation
+    conflict (KAFKA-12984: nobody keeps it, so everybody must revoke it first) or a topic the
+    member no longer subscribes to all mean the claimant may still be consuming it. Partitions a
+    member keeps are never withheld. Returns the adjusted plan and how many were withheld.
+    """
+    claimed = plan.claimed
+    if not claimed:
+        return plan, 0
+    contains = claimed.__contains__
+    added = [list(filterfalse(contains, ids)) if ids else ids for ids in plan.added]
+    withheld = sum(map(len, plan.added)) - sum(map(len, added))
+    return Plan(plan.layout, plan.member_ids, plan.kept, added, claimed), withheld

@@ -1,0 +1,497 @@
+"""The sticky balancer shared by ``sticky`` and ``cooperative-sticky``: plain inputs in, a plan out.
+
+The balancer knows nothing about user data, protocol versions or rebalance protocols. It takes,
+per member, the topics it subscribes to, the partitions it claims to own and the generation of
+that claim (:class:`MemberClaim`), and returns a :class:`Plan`: per member the partitions it keeps
+and the partitions it is newly given. ``cooperative-sticky`` then runs its own adjust step on the
+plan (:mod:`aiogroup.assignors._cooperative`), composition rather than subclassing, as franz-go
+does.
+
+Representation (the reason it is fast): every partition is an ``int``, ``offset[topic] +
+partition`` with topics in sorted order ("topic-major"), and members are list indices in sorted
+member-id order. No per-partition Python object is built; most of the per-partition work is done
+by C-level builtins (``map``, ``set``, ``sorted``, slicing, ``dict(zip(...))``).
+
+Rules, with where they come from:
+
+- Ownership claims are resolved per partition (KIP-341, KAFKA-7026, KAFKA-12984, KAFKA-14639):
+  a sole claimant keeps its claim; among several, the highest generation wins; at equal highest
+  generations nobody keeps the partition this round.
+- Bad claims never crash the leader (franz-go's negative-partition panic): a partition that does
+  not exist, a negative one, a topic the member is not subscribed to, or a partition listed twice
+  by one member are dropped with a warning on the ``aiogroup.assignors`` logger.
+- Uniform subscriptions take a quota path: ``N // M`` each and ``N % M`` members one more; the
+  one-more slots go first to members that already own more than ``N // M`` (fewest moves).
+- Unequal subscriptions take a general path: keep, fill the least loaded eligible member, then
+  move partitions until no partition could move to an eligible member with 2+ fewer.
+- Partitions handed out are ordered by partition, then topic (KAFKA-16277), so one member does
+  not get a whole topic while another gets another topic.
+- Deterministic (KAFKA-12898): members and topics are sorted first, so input order is irrelevant.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import chain, compress, filterfalse, repeat
+from operator import add, eq, gt
+
+from aiogroup.protocol.types import NO_GENERATION, PartitionsByTopic
+
+__all__ = ["Layout", "MemberClaim", "Plan", "balance"]
+
+logger = logging.getLogger("aiogroup.assignors")
+
+
+@dataclass(frozen=True, slots=True)
+class MemberClaim:
+    """What the balancer needs to know about one member.
+
+    ``topics``: the topics it subscribes to; ``owned``: the partitions it claims to own, grouped
+    by topic; ``generation``: the generation that claim was made in (-1: unknown).
+    """
+
+    member_id: str
+    topics: Collection[str]
+    owned: PartitionsByTopic = field(default_factory=dict)
+    generation: int = NO_GENERATION
+
+
+class Layout:
+    """The integer layout of the partitions: topic ``k`` (sorted) holds ids
+    ``offsets[k] .. offsets[k] + counts[k] - 1``."""
+
+    __slots__ = ("_part_of", "_singletons", "_topic_of", "counts", "index", "offsets", "topics")
+
+    def __init__(self, partitions_per_topic: Mapping[str, int]) -> None:
+        self.topics: list[str] = sorted(partitions_per_topic)
+        self.counts: list[int] = [partitions_per_topic[t] for t in self.topics]
+        self.offsets: list[int] = []
+        total = 0
+        for n in self.counts:
+            self.offsets.append(total)
+            total += n
+        self.index: dict[str, int] = {t: k for k, t in enumerate(self.topics)}
+        self._topic_of: list[str] | None = None
+        self._part_of: list[int] | None = None
+        self._singletons: list[tuple[int]] | None = None
+
+    @property
+    def total(self) -> int:
+        return self.offsets[-1] + self.counts[-1] if self.counts else 0
+
+    @property
+    def topic_of(self) -> list[str]:
+        """Topic name of each id (built once, by C-level chaining)."""
+        if self._topic_of is None:
+            self._topic_of = list(chain.from_iterable(map(repeat, self.topics, self.counts)))
+        return self._topic_of
+
+    @property
+    def part_of(self) -> list[int]:
+        """Partition number of each id."""
+        if self._part_of is None:
+            self._part_of = list(chain.from_iterable(map(range, self.counts)))
+        return self._part_of
+
+    @property
+    def singletons(self) -> list[tuple[int]]:
+        """Shared one-element tuples ``(p,)``: most members get one partition per topic."""
+        if self._singletons is None:
+            self._singletons = [(p,) for p in range(max(self.counts, default=0))]
+        return self._singletons
+
+    def pt_order(self) -> list[int]:
+        """Every id, ordered by partition then topic (KAFKA-16277)."""
+        order: list[int] = []
+        counts, offsets = self.counts, self.offsets
+        by_count = sorted(set(counts))
+        lo = 0
+        for hi in by_count:
+            row = [o for o, n in zip(offsets, counts, strict=True) if n >= hi]
+            for p in range(lo, hi):
+                order.extend(map(add, row, repeat(p)))
+            lo = hi
+        return order
+
+    def pt_key(self, ident: int) -> tuple[int, int]:
+        """Sort key putting ids in partition-then-topic order."""
+        return (self.part_of[ident], bisect_left(self.offsets, ident + 1))
+
+    def grouped(self, ids: list[int]) -> dict[str, tuple[int, ...]]:
+        """Turn ids into ``{topic: (p, ...)}``, topics and partitions sorted.
+
+        ``ids`` must be sorted. Most members hold one partition per topic, so the dict is built
+        with ``dict(zip(...))`` and only topics seen more than once are fixed up.
+        """
+        if not ids:
+            return {}
+        topic_of, part_of = self.topic_of, self.part_of
+        names = list(map(topic_of.__getitem__, ids))
+        parts = list(map(part_of.__getitem__, ids))
+        out: dict[str, tuple[int, ...]] = dict(
+            zip(names, map(self.singletons.__getitem__, parts), strict=True)
+        )
+        if len(out) != len(ids):
+            repeated = set(compress(names[1:], map(eq, names[1:], names)))
+            for name in repeated:
+                k = self.index[name]
+                lo = bisect_left(ids, self.offsets[k])
+                hi = bisect_left(ids, self.offsets[k] + self.counts[k], lo)
+                out[name] = tuple(parts[lo:hi])
+        return out
+
+
+@dataclass(slots=True)
+class Plan:
+    """The balancer's result.
+
+    ``member_ids`` is sorted; for member ``i``, ``kept[i]`` are the partitions it validly owned
+    and keeps, ``added[i]`` the ones it is newly given. ``claimed`` holds every existing partition
+    any member claims (valid or not), which the cooperative adjust step needs.
+    """
+
+    layout: Layout
+    member_ids: list[str]
+    kept: list[list[int]]
+    added: list[list[int]]
+    claimed: set[int]
+
+    def assignments(self) -> dict[str, dict[str, tuple[int, ...]]]:
+        """Per member id, its partitions grouped by topic, sorted."""
+        out: dict[str, dict[str, tuple[int, ...]]] = {}
+        layout = self.layout
+        for member_id, kept, added in zip(self.member_ids, self.kept, self.added, strict=True):
+            out[member_id] = layout.grouped(sorted(chain(kept, added)))
+        return out
+
+    def moved(self) -> int:
+        """Partitions given to a member that did not validly own them."""
+        return sum(map(len, self.added))
+
+
+def _member_ids(
+    layout: Layout, claim: MemberClaim, subscribed: frozenset[str]
+) -> tuple[list[int], list[int]]:
+    """Validate one member's claim: ``(valid ids, ids of existing partitions claimed on topics
+    it does not subscribe to)``. Fast path first (C-level checks), else a careful slow path."""
+    owned = claim.owned
+    if not owned:
+        return [], []
+    try:
+        keys = owned.keys()
+        if keys <= subscribed:
+            vals = list(owned.values())
+            flat = list(chain.from_iterable(vals))
+            if flat and set(map(type, flat)) <= {int} and min(flat) >= 0:
+                ks = list(map(layout.index.__getitem__, keys))
+                counts = layout.counts
+                offsets = layout.offsets
+                if len(flat) == len(vals):
+                    # One partition per topic (the common shape): no duplicates possible.
+                    if all(map(gt, map(counts.__getitem__, ks), flat)):
+                        return list(map(add, flat, map(offsets.__getitem__, ks))), []
+                else:
+                    lens = list(map(len, vals))
+                    if 0 not in lens and all(
+                        map(gt, map(counts.__getitem__, ks), map(max, vals))
+                    ):
+                        offs = map(offsets.__getitem__, ks)
+                        ids = list(
+                            map(add, flat, chain.from_iterable(map(repeat, offs, lens)))
+                        )
+                        if len(set(ids)) == len(ids):
+                            return ids, []
+    except (TypeError, ValueError, KeyError):
+        pass
+    return _member_ids_slow(layout, claim, subscribed)
+
+
+def _member_ids_slow(
+    layout: Layout, claim: MemberClaim, subscribed: frozenset[str]
+) -> tuple[list[int], list[int]]:
+    valid: list[int] = []
+    foreign: list[int] = []
+    seen: set[int] = set()
+    problems: Counter[str] = Counter()
+    for topic, parts in claim.owned.items():
+        k = layout.index.get(topic) if isinstance(topic, str) else None
+        try:
+            plist = list(parts)
+        except TypeError:
+            problems["in a malformed partition list"] += 1
+            continue
+        for p in plist:
+            if type(p) is not int:
+                problems["that are not integers"] += 1
+                continue
+            if k is None:
+                problems["of a topic no member subscribes to (or that does not exist)"] += 1
+                continue
+            if not 0 <= p < layout.counts[k]:
+                problems["that do not exist"] += 1
+                continue
+            ident = layout.offsets[k] + p
+            if ident in seen:
+                problems["listed twice"] += 1
+                continue
+            seen.add(ident)
+            if topic in subscribed:
+                valid.append(ident)
+            else:
+                problems["of a topic it does not subscribe to"] += 1
+                foreign.append(ident)
+    for what, n in sorted(problems.items()):
+        logger.warning("member %r claims %d partition(s): %s; ignored", claim.member_id, n, what)
+    return valid, foreign
+
+
+def _resolve(member_ids: Sequence[str], generations: Sequence[int], owned: list[list[int]]) -> None:
+    """Resolve partitions claimed by several members, in place (KAFKA-12984, KAFKA-14639).
+
+    The highest generation keeps the partition; at equal highest generations nobody does.
+    """
+    counter = Counter(chain.from_iterable(owned))
+    contested = {ident for ident, n in counter.items() if n > 1}
+    best: dict[int, tuple[int, int]] = {}  # id -> (generation, member index or -1 for a tie)
+    for i, ids in enumerate(owned):
+        gen = generations[i]
+        for ident in filter(contested.__contains__, ids):
+            prev = best.get(ident)
+            if prev is None or gen > prev[0]:
+                best[ident] = (gen, i)
+            elif gen == prev[0]:
+                best[ident] = (gen, -1)
+    for i, ids in enumerate(owned):
+        lost = [g for g in filter(contested.__contains__, ids) if best[g][1] != i]
+        if lost:
+            lost_set = set(lost)
+            owned[i] = list(filterfalse(lost_set.__contains__, ids))
+            ties = sum(1 for g in lost if best[g][1] == -1)
+            if ties:
+                logger.warning(
+                    "member %r and another member claim %d partition(s) at the same generation "
+                    "%d; nobody keeps them this round",
+                    member_ids[i],
+                    ties,
+                    generations[i],
+                )
+            if len(lost) > ties:
+                logger.warning(
+                    "member %r claims %d partition(s) owned at a higher generation than its %d; "
+                    "its claim is stale and ignored",
+                    member_ids[i],
+                    len(lost) - ties,
+                    generations[i],
+                )
+
+
+def balance(partitions_per_topic: Mapping[str, int], members: Iterable[MemberClaim]) -> Plan:
+    """Compute a balanced, sticky plan. Pure and deterministic."""
+    by_id: dict[str, MemberClaim] = {}
+    for claim in members:
+        by_id[claim.member_id] = claim
+    member_ids = sorted(by_id)
+    claims = [by_id[m] for m in member_ids]
+
+    wanted: set[str] = set()
+    for claim in claims:
+        wanted.update(claim.topics)
+    counts: dict[str, int] = {}
+    for topic in wanted:
+        n = partitions_per_topic.get(topic)
+        if n is None:
+            continue
+        if type(n) is not int or n < 0:
+            logger.warning("topic %r has an invalid partition count %r; ignored", topic, n)
+            continue
+        if n:
+            counts[topic] = n
+    layout = Layout(counts)
+
+    # Members usually share one topic list: compute each distinct subscription once.
+    seen_subs: dict[tuple[str, ...], frozenset[str]] = {}
+    subscribed: list[frozenset[str]] = []
+    for c in claims:
+        key = tuple(c.topics)
+        subs = seen_subs.get(key)
+        if subs is None:
+            subs = seen_subs[key] = frozenset(key) & counts.keys()
+        subscribed.append(subs)
+    owned: list[list[int]] = []
+    claimed_lists: list[list[int]] = []
+    foreign_any = False
+    for claim, subs in zip(claims, subscribed, strict=True):
+        valid, foreign = _member_ids(layout, claim, subs)
+        owned.append(valid)
+        if foreign:
+            foreign_any = True
+            claimed_lists.append(foreign)
+    all_claims = list(chain.from_iterable(owned))
+    claimed = set(all_claims)
+    if len(claimed) != len(all_claims):
+        pass
+    if foreign_any:
+        claimed.update(chain.from_iterable(claimed_lists))
+
+    if not claims:
+        return Plan(layout, [], [], [], claimed)
+    if all(s == subscribed[0] for s in subscribed):
+        kept, added = _uniform(layout, owned, claimed)
+    else:
+        kept, added = _general(layout, subscribed, owned)
+    return Plan(layout, member_ids, kept, added, claimed)
+
+
+def _uniform(
+    layout: Layout, owned: list[list[int]], claimed: set[int]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """Everyone subscribes to the same topics: quotas of ``N // M`` and ``N // M + 1``."""
+    total = layout.total
+    members = len(owned)
+    floor, extra = divmod(total, members)
+    sizes = list(map(len, owned))
+    # The extra slots go first to members that own more than the floor: each one saves a move.
+    plus = bytearray(members)
+    slots = extra
+    for i in range(members):
+        if not slots:
+            break
+        if sizes[i] > floor:
+            plus[i] = 1
+            slots -= 1
+    for i in range(members):
+        if not slots:
+            break
+        if not plus[i]:
+            plus[i] = 1
+            slots -= 1
+
+    kept: list[list[int]] = []
+    trimmed = False
+    for i, ids in enumerate(owned):
+        quota = floor + plus[i]
+        if len(ids) > quota:
+            # Keep the first ones in partition-then-topic order (KAFKA-16277).
+            ids = sorted(ids, key=layout.pt_key)[:quota]
+            trimmed = True
+        kept.append(ids)
+
+    kept_total = sum(map(len, kept))
+    if kept_total == 0:
+        pool = layout.pt_order()
+    elif kept_total == total:
+        pool = []
+    else:
+        kept_set = claimed if not trimmed and kept_total == len(claimed) else None
+        if kept_set is None:
+            kept_set = set(chain.from_iterable(kept))
+        free = total - kept_total
+        if free * 8 < total:
+            rest = set(range(total))
+            rest.difference_update(kept_set)
+            pool = sorted(rest, key=layout.pt_key)
+        else:
+            pool = list(filterfalse(kept_set.__contains__, layout.pt_order()))
+
+    added: list[list[int]] = []
+    pos = 0
+    for i in range(members):
+        need = floor + plus[i] - len(kept[i])
+        added.append(pool[pos : pos + need])
+        pos += need
+    return kept, added
+
+
+def _general(
+    layout: Layout, subscribed: list[frozenset[str]], owned: list[list[int]]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """Unequal subscriptions: keep, fill the least loaded eligible member, then rebalance until
+    no partition could move to an eligible member with 2+ fewer partitions."""
+    members = len(owned)
+    ntopics = len(layout.topics)
+    subs: list[list[int]] = [[] for _ in range(ntopics)]
+    for i, names in enumerate(subscribed):
+        for name in names:
+            subs[layout.index[name]].append(i)
+    for s in subs:
+        s.sort()
+
+    offsets = layout.offsets
+    # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
+    # moving are the newly given ones.
+    held: list[dict[int, list[int]]] = [{} for _ in range(members)]
+    load = [0] * members
+    taken: set[int] = set()
+    for i, ids in enumerate(owned):
+        ids.sort()
+        h = held[i]
+        for ident in ids:
+            k = bisect_left(offsets, ident + 1) - 1
+            h.setdefault(k, []).append(ident)
+        load[i] = len(ids)
+        taken.update(ids)
+
+    # Fill: the most constrained topics first, each partition to the least loaded subscriber.
+    for k in sorted(range(ntopics), key=lambda k: (len(subs[k]), k)):
+        if not subs[k]:
+            continue
+        start = offsets[k]
+        free = [g for g in range(start, start + layout.counts[k]) if g not in taken]
+        if not free:
+            continue
+        heap = [(load[i], i) for i in subs[k]]
+        heapq.heapify(heap)
+        for ident in free:
+            n, i = heap[0]
+            held[i].setdefault(k, []).append(ident)
+            heapq.heapreplace(heap, (n + 1, i))
+        for n, i in heap:
+            load[i] = n
+
+    # Rebalance: move from a loaded member to the least loaded eligible member while that member
+    # has 2+ fewer. Every move lowers the sum of squared loads, so this terminates.
+    owned_sets = [set(ids) for ids in owned]
+    loadkey = load.__getitem__
+    changed = True
+    while changed:
+        changed = False
+        for a in sorted(range(members), key=lambda i: (-load[i], i)):
+            while True:
+                la = load[a]
+                best: tuple[int, int, int] | None = None  # (load of b, owned flag, topic)
+                best_b = -1
+                for k, ids in held[a].items():
+                    b = min(subs[k], key=loadkey)
+                    lb = load[b]
+                    if lb <= la - 2:
+                        cand = (lb, 1 if ids[-1] in owned_sets[a] else 0, k)
+                        if best is None or cand < best:
+                            best = cand
+                            best_b = b
+                if best is None:
+                    break
+                lb, _, k = best
+                ids = held[a][k]
+                n = min(len(ids), (la - lb) // 2)
+                moving = ids[len(ids) - n :]
+                del ids[len(ids) - n :]
+                if not ids:
+                    del held[a][k]
+                held[best_b].setdefault(k, []).extend(moving)
+                load[a] -= n
+                load[best_b] += n
+                changed = True
+
+    kept: list[list[int]] = []
+    added: list[list[int]] = []
+    for i in range(members):
+        mine = list(chain.from_iterable(held[i].values()))
+        os_ = owned_sets[i]
+        kept.append([g for g in mine if g in os_])
+        added.append([g for g in mine if g not in os_])
+    return kept, added

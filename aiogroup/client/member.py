@@ -1,0 +1,818 @@
+"""An asyncio member of a Kafka consumer group: the driver around the sans-I/O machine.
+
+One task owns the membership state machine (:class:`aiogroup.membership.GroupMember`): it feeds
+events with ``now`` from the loop's monotonic clock, wakes it at ``next_deadline()``, and carries
+out the actions it returns. Requests, metadata lookups and listener callbacks run in their own
+tasks and post their results back as events; user calls (subscribe, commit, close) go through
+the same queue, so nothing touches the machine concurrently. The rebalance rules live in the
+machine; this module only does I/O.
+
+Usage::
+
+    async with GroupMember("127.0.0.1:9092", "my-group", topics=["orders"],
+                           assignors=["cooperative-sticky"], listener=my_listener) as member:
+        outcome = await member.wait_for_assignment()
+        await member.commit({TopicPartition("orders", 0): 42})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
+from aiogroup.client.transport import CommittedOffset, CoordinatorUnreachableError, Transport
+from aiogroup.errors import (
+    AiogroupError,
+    ConfigurationError,
+    KafkaError,
+    LocalProtocolError,
+    error_for_code,
+)
+from aiogroup.listener import RebalanceListener, run_callbacks
+from aiogroup.membership import actions as act
+from aiogroup.membership import events as ev
+from aiogroup.membership.machine import GroupMember as _Machine
+from aiogroup.membership.machine import MemberConfig
+from aiogroup.membership.states import MemberState
+from aiogroup.metrics import MetricsSink
+from aiogroup.protocol.types import TopicPartition
+
+__all__ = ["GroupMember", "MemberClosedError", "RebalanceOutcome"]
+
+log = logging.getLogger("aiogroup.client")
+
+Partitions = frozenset[TopicPartition]
+
+
+class MemberClosedError(AiogroupError):
+    """The member is closed (or was never started): the call cannot be served."""
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceOutcome:
+    """What one completed rebalance changed for this member.
+
+    ``assigned`` is what the ``on_partitions_assigned`` callback received (under COOPERATIVE
+    only the newly added partitions, under EAGER the full assignment); ``revoked`` and ``lost``
+    gather what the member gave up since the previous outcome. ``assignment`` is everything the
+    member owns once the rebalance completed. ``error`` is the first exception a callback
+    raised in this rebalance (also raised from the call that drives the member).
+    """
+
+    generation_id: int
+    member_id: str
+    protocol: RebalanceProtocol
+    assigned: Partitions
+    revoked: Partitions
+    lost: Partitions
+    assignment: Partitions
+    ended: float = field(default=0.0, compare=False)
+    error: BaseException | None = field(default=None, compare=False)
+
+
+@dataclass(slots=True)
+class _Call:
+    """A user request run by the owner task (so only that task touches the machine)."""
+
+    fn: Callable[[float], list[act.Action]]
+    future: asyncio.Future[None]
+
+
+class _TelemetryListener:
+    """Wraps the user's listener to report each callback (timed) to the telemetry sink."""
+
+    def __init__(self, member: GroupMember, listener: Any) -> None:
+        self._member = member
+        self._listener = listener
+
+    async def _run(self, kind: str, partitions: Partitions) -> None:
+        started = time.time()
+        error: str | None = None
+        try:
+            listener = self._listener
+            method = getattr(listener, f"on_partitions_{kind}", None) if listener else None
+            if method is None and kind == "lost" and listener is not None:
+                method = listener.on_partitions_revoked
+            if method is not None:
+                result = method(partitions)
+                if isinstance(result, Awaitable):
+                    await result
+        except Exception as exc:
+            error = repr(exc)
+            raise
+        finally:
+            self._member._telemetry_call(
+                f"partitions_{kind}",
+                partitions,
+                self._member.generation_id,
+                self._member._protocol_name,
+                started,
+                time.time(),
+                error=error,
+            )
+
+    async def on_partitions_revoked(self, partitions: Partitions) -> None:
+        await self._run("revoked", partitions)
+
+    async def on_partitions_assigned(self, partitions: Partitions) -> None:
+        await self._run("assigned", partitions)
+
+    async def on_partitions_lost(self, partitions: Partitions) -> None:
+        await self._run("lost", partitions)
+
+
+class GroupMember:
+    """One member of a Kafka consumer group (classic protocol, KIP-429 cooperative rebalancing).
+
+    ``assignors`` are :class:`PartitionAssignor` instances or their protocol names
+    (``"cooperative-sticky"``, ``"range"``, ...), most preferred first. ``listener`` has
+    ``on_partitions_revoked`` / ``on_partitions_assigned`` and optionally ``on_partitions_lost``
+    (plain or ``async`` methods). ``group_instance_id`` makes the member static (KIP-345): it
+    never sends LeaveGroup, and FENCED_INSTANCE_ID is fatal. Extra keyword arguments go to
+    aiokafka's client (``security_protocol``, ``ssl_context``, ``sasl_mechanism``, ...).
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        group_id: str,
+        *,
+        topics: Iterable[str] | None = None,
+        pattern: str | re.Pattern[str] | None = None,
+        assignors: Sequence[PartitionAssignor | str] = ("cooperative-sticky",),
+        listener: RebalanceListener | Any | None = None,
+        group_instance_id: str | None = None,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 3_000,
+        rebalance_timeout_ms: int = 300_000,
+        retry_backoff_ms: int = 100,
+        request_timeout_ms: int = 30_000,
+        metadata_max_age_ms: int = 300_000,
+        close_timeout_s: float = 30.0,
+        rack_id: str | None = None,
+        client_id: str = "aiogroup",
+        telemetry: Any = None,
+        metrics: MetricsSink | None = None,
+        **client_options: Any,
+    ) -> None:
+        if topics is not None and pattern is not None:
+            raise ConfigurationError("give topics or pattern, not both")
+        resolved = [_resolve_assignor(a) for a in assignors]
+        self.group_id = group_id
+        self.group_instance_id = group_instance_id
+        self.session_timeout_ms = session_timeout_ms
+        self.close_timeout_s = close_timeout_s
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self._machine = _Machine(
+            MemberConfig(
+                group_id=group_id,
+                assignors=resolved,
+                group_instance_id=group_instance_id,
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                retry_backoff_ms=retry_backoff_ms,
+                # This member fetches no records, so it has no positions to auto-commit.
+                enable_auto_commit=False,
+                rack_id=rack_id,
+            ),
+            metrics=metrics,
+        )
+        self._transport = Transport(
+            bootstrap_servers,
+            group_id,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            join_timeout_ms=rebalance_timeout_ms + 5_000,
+            **client_options,
+        )
+        self._telemetry = telemetry
+        self._listener: Any = _TelemetryListener(self, listener) if telemetry else listener
+        self._metrics = metrics
+        self._initial: ev.SubscriptionChanged | None = None
+        if topics is not None:
+            self._initial = ev.SubscriptionChanged(topics=frozenset(topics))
+        elif pattern is not None:
+            self._initial = ev.SubscriptionChanged(pattern=re.compile(pattern))
+
+        self._queue: asyncio.Queue[ev.Event | _Call] = asyncio.Queue()
+        self._owner: asyncio.Task[None] | None = None
+        self._io_tasks: set[asyncio.Task[None]] = set()
+        self._commit_futures: dict[int, asyncio.Future[None]] = {}
+        self._callbacks: dict[int, act.InvokeCallbacks] = {}
+        self._outcomes: list[RebalanceOutcome] = []
+        self._changed = asyncio.Event()
+        self._pending_errors: list[AiogroupError] = []
+        self._fatal: AiogroupError | None = None
+        self._closed = False
+        self._started = False
+        self._last_contact = 0.0
+        self._last_metadata: act.RequestMetadata | None = None
+        self._metadata_task: asyncio.Task[None] | None = None
+        self._revoked_acc: set[TopicPartition] = set()
+        self._lost_acc: set[TopicPartition] = set()
+        self._error_acc: BaseException | None = None
+        self._rebalance_started: float | None = None
+        self._protocol_name: str | None = None
+
+    # ------------------------------------------------------------------ public queries
+
+    @property
+    def member_id(self) -> str:
+        """The member id the coordinator gave us ("" before the first JoinGroup)."""
+        return self._machine.member_id
+
+    @property
+    def generation_id(self) -> int:
+        """The generation this member is in (-1 outside a generation)."""
+        return self._machine.generation_id
+
+    @property
+    def state(self) -> MemberState:
+        return self._machine.state
+
+    @property
+    def is_leader(self) -> bool:
+        return self._machine.is_leader
+
+    @property
+    def protocol(self) -> RebalanceProtocol:
+        """The rebalance protocol this member runs (COOPERATIVE or EAGER)."""
+        return self._machine.protocol
+
+    @property
+    def subscription(self) -> frozenset[str]:
+        return self._machine.subscribed_topics
+
+    @property
+    def assignment(self) -> Partitions:
+        """The partitions this member may act on now.
+
+        Partitions pending revocation are excluded (KAFKA-14196), and so is everything once the
+        session could have expired without a heartbeat answer: a member paused past its session
+        timeout must not act as owner before it learns whether it is still in the group
+        (KAFKA-7026).
+        """
+        if self._session_expired():
+            return frozenset()
+        return self._machine.fetchable
+
+    @property
+    def outcomes(self) -> list[RebalanceOutcome]:
+        """Every rebalance outcome so far, oldest first."""
+        return list(self._outcomes)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> GroupMember:
+        """Connect (bounded by the request timeout) and start joining if subscribed."""
+        if self._started:
+            return self
+        self._started = True
+        try:
+            await self._transport.start()
+        except BaseException:
+            self._closed = True
+            await self._transport.close()
+            raise
+        self._last_contact = asyncio.get_running_loop().time()
+        self._owner = asyncio.create_task(self._run(), name=f"aiogroup-member-{self.group_id}")
+        if self._initial is not None:
+            await self._call_event(self._initial)
+        return self
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Revoke (callbacks run), leave the group unless static, and disconnect.
+
+        Completes within ``timeout`` (default ``close_timeout_s``) even if the broker is gone.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        limit = self.close_timeout_s if timeout is None else timeout
+        owner = self._owner
+        try:
+            if owner is not None and not owner.done():
+                closing = self._submit(lambda now: self._machine.handle(ev.CloseRequested(), now))
+                with contextlib.suppress(TimeoutError, AiogroupError):
+                    await asyncio.wait_for(self._wait_state({MemberState.CLOSED}, closing), limit)
+        finally:
+            await self._shutdown()
+
+    async def __aenter__(self) -> GroupMember:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+        if exc is None:
+            self._raise_pending()
+
+    # ------------------------------------------------------------------ user intents
+
+    async def subscribe(
+        self, topics: Iterable[str] | None = None, *, pattern: str | None = None
+    ) -> None:
+        """Change the subscription (KIP-70: a rebalance revokes what is no longer wanted)."""
+        if (topics is None) == (pattern is None):
+            raise ConfigurationError("subscribe needs topics or pattern (exactly one)")
+        event = (
+            ev.SubscriptionChanged(topics=frozenset(topics))
+            if topics is not None
+            else ev.SubscriptionChanged(pattern=re.compile(pattern or ""))
+        )
+        await self._call_event(event)
+
+    async def unsubscribe(self) -> None:
+        """Revoke everything (callbacks run) and leave the group (KIP-70); stays usable."""
+        await self._call_event(ev.UnsubscribeRequested())
+
+    async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` (the next offset to read, per partition) for this generation.
+
+        Raises :class:`~aiogroup.errors.RebalanceInProgressError` (retriable: retry once the
+        rebalance completes) or :class:`~aiogroup.errors.CommitFailedError` (the member is not
+        in the generation any more; its partitions may be elsewhere).
+        """
+        self._raise_pending()
+        holder: dict[str, asyncio.Future[None]] = {}
+        loop = asyncio.get_running_loop()
+
+        def start(now: float) -> list[act.Action]:
+            action = self._machine.commit(dict(offsets), now)
+            result: asyncio.Future[None] = loop.create_future()
+            self._commit_futures[action.token] = result
+            holder["result"] = result
+            return [action]
+
+        await self._submit(start)
+        await asyncio.wait_for(asyncio.shield(holder["result"]), self._request_bound())
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int | None]:
+        """The committed offsets of ``partitions`` (None where nothing is committed)."""
+        self._raise_pending()
+        self._ensure_running()
+        result = await asyncio.wait_for(
+            self._transport.offset_fetch(list(partitions)), self._request_bound()
+        )
+        if result.error_code:
+            raise error_for_code(result.error_code, "OffsetFetch failed")
+        return {tp: _offset_or_none(c) for tp, c in result.offsets.items()}
+
+    # ------------------------------------------------------------------ waiting
+
+    async def wait_for_assignment(self, timeout: float | None = None) -> RebalanceOutcome:
+        """Wait until the member is in a stable generation; return the latest outcome.
+
+        Raises the first pending callback error (cause preserved) or a fatal error.
+        """
+
+        async def wait() -> RebalanceOutcome:
+            while True:
+                self._raise_pending()
+                if self._outcomes and self._machine.state is MemberState.STABLE:
+                    return self._outcomes[-1]
+                if self._owner is None or self._owner.done():
+                    raise MemberClosedError("the member is not running")
+                await self._wait_change()
+
+        return await asyncio.wait_for(wait(), timeout)
+
+    async def rebalances(self) -> AsyncIterator[RebalanceOutcome]:
+        """Every rebalance outcome since the member started, then each new one as it happens.
+
+        Ends when the member closes; raises callback and fatal errors as they occur.
+        """
+        index = 0
+        while True:
+            self._raise_pending()
+            if index < len(self._outcomes):
+                index += 1
+                yield self._outcomes[index - 1]
+                continue
+            if self._owner is None or self._owner.done():
+                return
+            await self._wait_change()
+
+    # ------------------------------------------------------------------ the owner task
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        machine = self._machine
+        try:
+            while machine.state is not MemberState.CLOSED:
+                deadline = machine.next_deadline()
+                timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                try:
+                    item = await asyncio.wait_for(self._queue.get(), timeout)
+                except TimeoutError:
+                    self._execute(machine.handle_timer(loop.time()))
+                    continue
+                now = loop.time()
+                if isinstance(item, _Call):
+                    if item.future.done():
+                        continue
+                    try:
+                        actions = item.fn(now)
+                    except AiogroupError as exc:
+                        item.future.set_exception(exc)
+                        continue
+                    self._execute(actions)
+                    item.future.set_result(None)
+                    continue
+                self._note_event(item, now)
+                self._execute(machine.handle(item, now))
+                if isinstance(item, ev.CallbacksFinished):
+                    self._after_callbacks(item, now)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug in the machine or here: fail the member loudly
+            log.exception("the member's driver failed")
+            self._fatal = exc if isinstance(exc, AiogroupError) else LocalProtocolError(repr(exc))
+            if not isinstance(exc, AiogroupError):
+                self._fatal.__cause__ = exc
+        finally:
+            self._fail_commits(self._fatal or MemberClosedError("the member closed"))
+            self._notify()
+
+    def _note_event(self, event: ev.Event, now: float) -> None:
+        rebalancing = isinstance(event, ev.HeartbeatFailed) and event.error_code == 27
+        if isinstance(event, ev.HeartbeatCompleted | ev.SyncGroupCompleted) or rebalancing:
+            self._last_contact = now
+        elif isinstance(event, ev.JoinGroupCompleted):
+            self._last_contact = now
+            self._protocol_name = event.protocol_name
+            self._telemetry_call(
+                "joined",
+                self.group_id,
+                event.member_id,
+                event.generation_id,
+                event.protocol_name,
+                leader=event.leader == event.member_id,
+                group_instance_id=self.group_instance_id,
+            )
+        elif (
+            isinstance(event, ev.JoinGroupFailed | ev.SyncGroupFailed)
+            and event.error_code not in (0, 79)
+            and self._rebalance_started is not None
+        ):
+            latency = time.monotonic() - self._rebalance_started
+            self._telemetry_call("rebalance_failed", f"error {event.error_code}", latency)
+
+    def _execute(self, actions: list[act.Action]) -> None:
+        for action in actions:
+            if isinstance(action, act.FindCoordinator):
+                self._spawn(self._find_coordinator(action))
+            elif isinstance(action, act.RequestMetadata):
+                self._last_metadata = action
+                self._spawn(self._fetch_metadata(action))
+                self._schedule_metadata_refresh()
+            elif isinstance(action, act.SendJoinGroup):
+                if self._rebalance_started is None:
+                    self._rebalance_started = time.monotonic()
+                self._spawn(self._join_group(action))
+            elif isinstance(action, act.SendSyncGroup):
+                self._spawn(self._sync_group(action))
+            elif isinstance(action, act.SendHeartbeat):
+                self._spawn(self._heartbeat(action))
+            elif isinstance(action, act.SendLeaveGroup):
+                self._spawn(self._leave_group(action))
+            elif isinstance(action, act.CommitOffsets):
+                if action.offsets is None:
+                    # Auto-commit of consumed positions: this member consumes nothing.
+                    self._queue.put_nowait(ev.CommitCompleted(action.token))
+                else:
+                    self._spawn(self._commit(action))
+            elif isinstance(action, act.ResolveCommit):
+                future = self._commit_futures.pop(action.token, None)
+                if future is not None and not future.done():
+                    if action.error is None:
+                        future.set_result(None)
+                    else:
+                        future.set_exception(action.error)
+            elif isinstance(action, act.InvokeCallbacks):
+                self._callbacks[action.token] = action
+                self._spawn(self._invoke_callbacks(action))
+            elif isinstance(action, act.RaiseToUser):
+                if action.fatal:
+                    self._fatal = action.error
+                else:
+                    self._pending_errors.append(action.error)
+                self._notify()
+            else:  # pragma: no cover - a new action type the driver does not know
+                raise LocalProtocolError(f"unknown action {action!r}")
+
+    def _after_callbacks(self, event: ev.CallbacksFinished, now: float) -> None:
+        action = self._callbacks.pop(event.token, None)
+        if action is None:
+            return
+        self._revoked_acc |= action.revoked
+        self._lost_acc |= action.lost
+        if self._error_acc is None and event.first_error is not None:
+            self._error_acc = event.first_error
+        finished = action.assigned is not None or self._machine.state in (
+            MemberState.UNJOINED,
+            MemberState.CLOSED,
+        )
+        if not finished:
+            return
+        outcome = RebalanceOutcome(
+            generation_id=action.generation_id,
+            member_id=action.member_id,
+            protocol=action.protocol,
+            assigned=action.assigned or frozenset(),
+            revoked=frozenset(self._revoked_acc),
+            lost=frozenset(self._lost_acc),
+            assignment=self._machine.assignment,
+            ended=time.time(),
+            error=self._error_acc,
+        )
+        self._revoked_acc.clear()
+        self._lost_acc.clear()
+        self._error_acc = None
+        self._outcomes.append(outcome)
+        if action.assigned is not None and self._rebalance_started is not None:
+            latency = time.monotonic() - self._rebalance_started
+            self._telemetry_call("rebalance_completed", action.generation_id, latency)
+        self._rebalance_started = None
+        self._notify()
+
+    # ------------------------------------------------------------------ I/O tasks
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._io_tasks.add(task)
+        task.add_done_callback(self._io_tasks.discard)
+
+    def _post(self, event: ev.Event) -> None:
+        self._queue.put_nowait(event)
+
+    async def _guard(self, request: Callable[[], Awaitable[ev.Event]]) -> None:
+        """Run one coordinator request; connection trouble becomes CoordinatorLost."""
+        try:
+            event = await request()
+        except asyncio.CancelledError:
+            raise
+        except (CoordinatorUnreachableError, AiogroupError) as exc:
+            log.info("coordinator request failed: %s", exc)
+            self._transport.coordinator_dead()
+            event = ev.CoordinatorLost()
+        except Exception as exc:  # never lose the answer the machine waits for
+            log.warning("coordinator request failed unexpectedly: %r", exc)
+            self._transport.coordinator_dead()
+            event = ev.CoordinatorLost()
+        self._post(event)
+
+    async def _find_coordinator(self, action: act.FindCoordinator) -> None:
+        self._transport.coordinator_dead()
+        try:
+            node_id = await self._transport.find_coordinator()
+        except asyncio.CancelledError:
+            raise
+        except KafkaError as exc:
+            code = exc.error_code if not isinstance(exc, CoordinatorUnreachableError) else -1
+            self._post(ev.CoordinatorLookupFailed(action.token, code))
+            return
+        except Exception as exc:
+            log.info("FindCoordinator failed: %r", exc)
+            self._post(ev.CoordinatorLookupFailed(action.token, -1))
+            return
+        self._post(ev.CoordinatorFound(action.token, node_id))
+
+    async def _fetch_metadata(self, action: act.RequestMetadata) -> None:
+        backoff = max(self.retry_backoff_ms / 1000, 0.05)
+        while not self._closed:
+            try:
+                if action.topics is None:
+                    counts = await self._transport.partitions_per_topic(None)
+                    if action.pattern is not None:
+                        pat = action.pattern
+                        counts = {t: n for t, n in counts.items() if pat.fullmatch(t)}
+                else:
+                    counts = await self._transport.partitions_per_topic(sorted(action.topics))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("metadata request failed, retrying: %r", exc)
+                await asyncio.sleep(backoff)  # retry backoff
+                backoff = min(backoff * 2, 5.0)
+                continue
+            self._post(ev.MetadataUpdated(counts))
+            return
+
+    def _schedule_metadata_refresh(self) -> None:
+        """Refresh the last metadata the machine asked for every ``metadata_max_age_ms``."""
+        if self._metadata_task is not None and not self._metadata_task.done():
+            return
+
+        async def refresh() -> None:
+            while not self._closed:
+                await asyncio.sleep(self.metadata_max_age_ms / 1000)  # a periodic timer
+                if self._last_metadata is not None and not self._closed:
+                    await self._fetch_metadata(self._last_metadata)
+
+        self._metadata_task = asyncio.ensure_future(refresh())
+
+    async def _join_group(self, action: act.SendJoinGroup) -> None:
+        async def request() -> ev.Event:
+            r = await self._transport.join_group(
+                member_id=action.member_id,
+                group_instance_id=action.group_instance_id,
+                session_timeout_ms=action.session_timeout_ms,
+                rebalance_timeout_ms=action.rebalance_timeout_ms,
+                protocols=list(action.protocols),
+                protocol_type=action.protocol_type,
+                reason=action.reason or None,
+            )
+            if r.error_code:
+                return ev.JoinGroupFailed(action.token, r.error_code, r.member_id)
+            return ev.JoinGroupCompleted(
+                token=action.token,
+                generation_id=r.generation_id,
+                member_id=r.member_id,
+                leader=r.leader,
+                protocol_name=r.protocol_name or "",
+                protocol_type=action.protocol_type,
+                members=tuple(
+                    ev.JoinGroupMember(m.member_id, m.metadata, m.group_instance_id)
+                    for m in r.members
+                ),
+            )
+
+        await self._guard(request)
+
+    async def _sync_group(self, action: act.SendSyncGroup) -> None:
+        async def request() -> ev.Event:
+            r = await self._transport.sync_group(
+                generation_id=action.generation_id,
+                member_id=action.member_id,
+                group_instance_id=action.group_instance_id,
+                protocol_name=action.protocol_name,
+                protocol_type=action.protocol_type,
+                assignments=dict(action.assignments),
+            )
+            if r.error_code:
+                return ev.SyncGroupFailed(action.token, r.error_code)
+            return ev.SyncGroupCompleted(action.token, r.assignment)
+
+        await self._guard(request)
+
+    async def _heartbeat(self, action: act.SendHeartbeat) -> None:
+        async def request() -> ev.Event:
+            code = await self._transport.heartbeat(
+                generation_id=action.generation_id,
+                member_id=action.member_id,
+                group_instance_id=action.group_instance_id,
+            )
+            if code:
+                return ev.HeartbeatFailed(action.token, code)
+            return ev.HeartbeatCompleted(action.token)
+
+        await self._guard(request)
+
+    async def _leave_group(self, action: act.SendLeaveGroup) -> None:
+        async def request() -> ev.Event:
+            code = await self._transport.leave_group(
+                member_id=action.member_id,
+                group_instance_id=action.group_instance_id,
+                reason=action.reason or None,
+            )
+            return ev.LeaveGroupCompleted(action.token, code)
+
+        await self._guard(request)
+
+    async def _commit(self, action: act.CommitOffsets) -> None:
+        offsets = dict(action.offsets or {})
+        try:
+            result = await self._transport.offset_commit(
+                offsets,
+                generation_id=action.generation_id,
+                member_id=action.member_id,
+                group_instance_id=action.group_instance_id,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.info("OffsetCommit failed: %r", exc)
+            self._transport.coordinator_dead()
+            self._post(ev.CommitFailed(action.token, -1))
+            self._post(ev.CoordinatorLost())
+            return
+        if result.error_code:
+            self._post(ev.CommitFailed(action.token, result.error_code))
+        else:
+            self._telemetry_call("offsets_committed", offsets, action.generation_id)
+            self._post(ev.CommitCompleted(action.token))
+
+    async def _invoke_callbacks(self, action: act.InvokeCallbacks) -> None:
+        finished = await run_callbacks(self._listener, action, metrics=self._metrics)
+        self._post(finished)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _session_expired(self) -> bool:
+        if self._machine.state is not MemberState.STABLE or self._last_contact == 0.0:
+            return False
+        try:
+            now = asyncio.get_running_loop().time()
+        except RuntimeError:
+            return False
+        return now - self._last_contact > self.session_timeout_ms / 1000
+
+    def _request_bound(self) -> float:
+        return self._transport.request_timeout_ms / 1000 + 5.0
+
+    def _ensure_running(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+        if self._closed or self._owner is None or self._owner.done():
+            raise MemberClosedError("the member is not running (start it, or it was closed)")
+
+    def _raise_pending(self) -> None:
+        if self._pending_errors:
+            first, self._pending_errors = self._pending_errors[0], []
+            raise first
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _submit(self, fn: Callable[[float], list[act.Action]]) -> asyncio.Future[None]:
+        self._ensure_running()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Call(fn, future))
+        return future
+
+    async def _call_event(self, event: ev.Event) -> None:
+        self._raise_pending()
+        await self._submit(lambda now: self._machine.handle(event, now))
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def _wait_change(self) -> None:
+        await self._changed.wait()
+
+    async def _wait_state(self, states: set[MemberState], first: Awaitable[None]) -> None:
+        await first
+        while self._machine.state not in states:
+            if self._owner is None or self._owner.done():
+                return
+            changed = self._changed
+            waiter = asyncio.ensure_future(changed.wait())
+            owner = self._owner
+            try:
+                await asyncio.wait({waiter, owner}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+
+    def _fail_commits(self, error: AiogroupError) -> None:
+        for future in self._commit_futures.values():
+            if not future.done():
+                future.set_exception(error)
+        self._commit_futures.clear()
+
+    async def _shutdown(self) -> None:
+        tasks = [t for t in (self._owner, self._metadata_task, *self._io_tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5.0)
+        self._fail_commits(MemberClosedError("the member closed"))
+        await self._transport.close()
+        self._notify()
+
+    def _telemetry_call(self, method: str, *args: Any, **kwargs: Any) -> None:
+        if self._telemetry is None:
+            return
+        try:
+            getattr(self._telemetry, method)(*args, **kwargs)
+        except Exception as exc:  # telemetry must never break the member
+            log.debug("telemetry %s failed: %r", method, exc)
+
+
+def _resolve_assignor(assignor: PartitionAssignor | str) -> PartitionAssignor:
+    if isinstance(assignor, PartitionAssignor):
+        return assignor
+    from aiogroup.assignors.registry import get_assignor
+
+    return get_assignor(assignor)
+
+
+def _offset_or_none(committed: CommittedOffset) -> int | None:
+    return None if committed.offset < 0 else committed.offset
+

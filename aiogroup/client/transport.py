@@ -1,0 +1,655 @@
+"""The wire side of a group member: group-coordinator requests over aiokafka's connections.
+
+aiokafka's :class:`~aiokafka.client.AIOKafkaClient` owns connections, bootstrap, cluster
+metadata, TLS and SASL, and negotiates ApiVersions on every connection. Request and response
+schemas come from kafka-python 3's schema-driven messages (every version, flexible versions
+included). :class:`_WireRequest` adapts one to what aiokafka's connection expects of a request
+(``prepare(versions)`` picking the version, header, body and response decoding).
+
+Broker error codes come back as data (``error_code`` fields of the result types below), for the
+membership state machine to judge. Failures to reach the coordinator (connection lost, request
+timed out, node not ready) raise :class:`CoordinatorUnreachableError`, a retriable error; the
+coordinator is forgotten so the next call rediscovers it. Every call is bounded by
+``request_timeout_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+
+from aiogroup.errors import (
+    AiogroupError,
+    ConfigurationError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    RetriableError,
+)
+from aiogroup.protocol.types import TopicPartition
+
+__all__ = [
+    "API_VERSIONS",
+    "COORDINATOR_ERRORS",
+    "CommittedOffset",
+    "CoordinatorUnreachableError",
+    "JoinGroupResult",
+    "JoinedMember",
+    "Transport",
+    "UnsupportedApiVersionError",
+]
+
+log = logging.getLogger(__name__)
+
+#: The versions we speak, per API: (lowest, highest). The version used on a connection is the
+#: highest both sides support (ApiVersions). OffsetFetch stops at 7 and OffsetCommit at 9: later
+#: versions address topics by id (KIP-848 era), which the classic group does not need.
+API_VERSIONS: dict[str, tuple[int, int]] = {
+    "FindCoordinator": (0, 6),
+    "JoinGroup": (0, 9),
+    "SyncGroup": (0, 5),
+    "Heartbeat": (0, 4),
+    "LeaveGroup": (0, 5),
+    "OffsetCommit": (2, 9),
+    "OffsetFetch": (1, 7),
+    "Metadata": (1, 12),
+}
+
+#: Error codes meaning "the coordinator moved or is not ready": find it again, then retry.
+COORDINATOR_ERRORS = frozenset({14, 15, 16})  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR
+
+
+class CoordinatorUnreachableError(RetriableError):
+    """The coordinator could not be reached (connection lost, timeout); it will be rediscovered."""
+
+
+class UnsupportedApiVersionError(ConfigurationError):
+    """The broker supports none of the versions of an API that we speak."""
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class JoinedMember:
+    """One member as the JoinGroup response lists it to the leader."""
+
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResult:
+    """A JoinGroup response (``members`` is empty unless we are the leader)."""
+
+    error_code: int
+    generation_id: int
+    protocol_name: str | None
+    leader: str
+    member_id: str
+    members: tuple[JoinedMember, ...] = ()
+    skip_assignment: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupResult:
+    error_code: int
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    """An OffsetFetch answer for one partition (``offset`` -1: nothing committed)."""
+
+    offset: int
+    metadata: str | None = None
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResult:
+    """Per-partition error codes of an OffsetCommit (0 = committed)."""
+
+    errors: dict[TopicPartition, int] = field(default_factory=dict)
+
+    @property
+    def error_code(self) -> int:
+        """The first non-zero error code, in partition order (0 if all committed)."""
+        for tp in sorted(self.errors):
+            if self.errors[tp]:
+                return self.errors[tp]
+        return 0
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResult:
+    error_code: int
+    offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- the adapter
+
+
+class _Header:
+    """What aiokafka needs of a request header: ``encode()``."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def encode(self) -> bytes:
+        return self._data
+
+
+class _ResponseHeader:
+    def __init__(self, correlation_id: int) -> None:
+        self.correlation_id = correlation_id
+
+
+class _DecodeFailed:
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+
+class _PreparedRequest:
+    """One request at one version, shaped like aiokafka's ``RequestStruct``."""
+
+    def __init__(self, message: Any, response_cls: Any, version: int) -> None:
+        self._message = message
+        self._response_cls = response_cls
+        self.API_KEY: int = message.API_KEY
+        self.API_VERSION = version
+        self._decoded: Any = None
+        try:
+            message.API_VERSION = version
+            self._body = bytes(message.encode(version=version))
+        except Exception as exc:  # a value the schema cannot carry: our bug or bad input
+            raise LocalProtocolError(
+                f"cannot encode {type(message).__name__} v{version}: {exc!r}"
+            ) from exc
+        # aiokafka decodes the body with ``request.RESPONSE_TYPE.decode(buffer)``.
+        self.RESPONSE_TYPE = self
+
+    def build_request_header(self, correlation_id: int, client_id: str) -> _Header:
+        self._message.with_header(correlation_id=correlation_id, client_id=client_id)
+        flexible = self._message.flexible_version_q(self.API_VERSION)
+        return _Header(bytes(self._message.encode_header(flexible=flexible)))
+
+    def encode(self) -> bytes:
+        return self._body
+
+    def parse_response_header(self, buffer: io.BytesIO) -> _ResponseHeader:
+        data = buffer.read()
+        if len(data) < 4:
+            self._decoded = _DecodeFailed(RemoteProtocolError("response shorter than its header"))
+            return _ResponseHeader(-1)
+        (correlation_id,) = struct.unpack_from(">i", data, 0)
+        try:
+            self._decoded = self._response_cls.decode(data, version=self.API_VERSION, header=True)
+        except Exception as exc:  # the schema decoder raises many kinds; keep ours only
+            self._decoded = _DecodeFailed(exc)
+        return _ResponseHeader(correlation_id)
+
+    def decode(self, _buffer: io.BytesIO) -> Any:
+        return self._decoded
+
+    def __repr__(self) -> str:
+        return f"{type(self._message).__name__}_v{self.API_VERSION}"
+
+
+class _WireRequest:
+    """A request whose version is chosen per connection (aiokafka's ``Request`` shape).
+
+    ``build(version)`` returns the kafka-python message for that version, so fields that change
+    shape across versions (LeaveGroup's batch form, FindCoordinator's key list) are handled by the
+    caller in one place.
+    """
+
+    def __init__(
+        self,
+        api: str,
+        request_cls: Any,
+        response_cls: Any,
+        build: Callable[[int], Any],
+    ) -> None:
+        self.api = api
+        self.API_KEY: int = request_cls.API_KEY
+        self._response_cls = response_cls
+        self._build = build
+        self.version = -1
+
+    def prepare(self, broker_versions: Mapping[int, tuple[int, int]]) -> _PreparedRequest:
+        ours = API_VERSIONS[self.api]
+        theirs = broker_versions.get(self.API_KEY)
+        if theirs is None:
+            raise UnsupportedApiVersionError(f"the broker does not support {self.api}")
+        version = min(ours[1], theirs[1])
+        if version < max(ours[0], theirs[0]):
+            raise UnsupportedApiVersionError(
+                f"{self.api}: we speak {ours[0]}-{ours[1]}, the broker {theirs[0]}-{theirs[1]}"
+            )
+        self.version = version
+        return _PreparedRequest(self._build(version), self._response_cls, version)
+
+
+# --------------------------------------------------------------------------- the transport
+
+
+class Transport:
+    """Group-coordinator requests for one group, over one :class:`AIOKafkaClient`.
+
+    ``client_options`` go to aiokafka's client as they are (``security_protocol``,
+    ``ssl_context``, ``sasl_mechanism``, ``sasl_plain_username``, ...).
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        group_id: str,
+        *,
+        client_id: str = "aiogroup",
+        request_timeout_ms: int = 30_000,
+        join_timeout_ms: int | None = None,
+        **client_options: Any,
+    ) -> None:
+        from aiokafka.client import AIOKafkaClient
+
+        self.group_id = group_id
+        self.request_timeout_ms = request_timeout_ms
+        #: JoinGroup is held by the coordinator until the rebalance completes, so it gets the
+        #: rebalance timeout plus a margin (as Java does), not the plain request timeout.
+        self.join_timeout_ms = max(request_timeout_ms, join_timeout_ms or 0)
+        self._client = AIOKafkaClient(
+            bootstrap_servers=bootstrap_servers,
+            client_id=client_id,
+            # aiokafka applies one timeout to every request on a connection; ours are enforced
+            # per request in _send, so its own is the longest we use.
+            request_timeout_ms=self.join_timeout_ms,
+            **client_options,
+        )
+        self._coordinator_id: int | None = None
+        self._lookup_lock = asyncio.Lock()
+        self._started = False
+
+    @property
+    def coordinator_id(self) -> int | None:
+        """The coordinator's node id, or None while unknown."""
+        return self._coordinator_id
+
+    async def start(self) -> None:
+        """Bootstrap (bounded by the request timeout)."""
+        try:
+            await asyncio.wait_for(self._client.bootstrap(), self._timeout)
+        except (OSError, TimeoutError) as exc:
+            raise CoordinatorUnreachableError(f"bootstrap failed: {exc!r}") from exc
+        except Exception as exc:
+            if isinstance(exc, AiogroupError):
+                raise
+            raise CoordinatorUnreachableError(f"bootstrap failed: {exc}") from exc
+        self._started = True
+
+    async def close(self) -> None:
+        """Close every connection (bounded; never raises)."""
+        try:
+            await asyncio.wait_for(self._client.close(), 5.0)
+        except Exception as exc:  # closing must not fail the caller
+            log.debug("closing the client failed: %r", exc)
+
+    @property
+    def _timeout(self) -> float:
+        return self.request_timeout_ms / 1000
+
+    def coordinator_dead(self) -> None:
+        """Forget the coordinator; the next request looks it up again."""
+        if self._coordinator_id is not None:
+            log.info("coordinator %s marked dead for group %s", self._coordinator_id, self.group_id)
+        self._coordinator_id = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _send(
+        self,
+        node_id: int,
+        request: _WireRequest,
+        *,
+        coordination: bool,
+        timeout: float | None = None,
+    ) -> Any:
+        from aiokafka.client import ConnectionGroup
+
+        group = ConnectionGroup.COORDINATION if coordination else ConnectionGroup.DEFAULT
+        try:
+            response = await asyncio.wait_for(
+                self._client.send(node_id, request, group=group), timeout or self._timeout
+            )
+        except asyncio.CancelledError:
+            raise
+        except AiogroupError:
+            raise
+        except (OSError, TimeoutError) as exc:
+            raise CoordinatorUnreachableError(f"{request.api} to node {node_id}: {exc!r}") from exc
+        except Exception as exc:  # aiokafka's own errors: connection, timeout, not ready
+            raise CoordinatorUnreachableError(f"{request.api} to node {node_id}: {exc!r}") from exc
+        if isinstance(response, _DecodeFailed):
+            raise RemoteProtocolError(
+                f"undecodable {request.api} v{request.version} response: {response.exc!r}"
+            ) from response.exc
+        return response
+
+    def _any_node(self) -> int:
+        node = self._client.get_random_node()
+        if node is None:
+            self._client.force_metadata_update()
+            raise CoordinatorUnreachableError("no broker known (metadata is empty)")
+        return int(node)
+
+    async def find_coordinator(self) -> int:
+        """Look up (or return the cached) coordinator of our group; its node id."""
+        async with self._lookup_lock:
+            if self._coordinator_id is not None:
+                return self._coordinator_id
+            group_id = self.group_id
+
+            def build(version: int) -> Any:
+                if version >= 4:
+                    return FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id])
+                return FindCoordinatorRequest(key=group_id, key_type=0)
+
+            request = _WireRequest(
+                "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, build
+            )
+            response = await self._send(self._any_node(), request, coordination=False)
+            if request.version >= 4:
+                if not response.coordinators:
+                    raise RemoteProtocolError("FindCoordinator answered no coordinator")
+                entry = response.coordinators[0]
+                error_code, node_id = entry.error_code, entry.node_id
+                host, port = entry.host, entry.port
+            else:
+                error_code, node_id = response.error_code, response.node_id
+                host, port = response.host, response.port
+            if error_code:
+                raise _retriable_or_fatal(error_code, "FindCoordinator")
+            if self._client.cluster.broker_metadata(node_id) is None:
+                # The coordinator is not in our metadata yet: refresh so aiokafka can reach it.
+                log.debug("coordinator %s (%s:%s) not in metadata; refreshing", node_id, host, port)
+                await asyncio.wait_for(self._client.force_metadata_update(), self._timeout)
+            self._coordinator_id = int(node_id)
+            return self._coordinator_id
+
+    async def _to_coordinator(self, request: _WireRequest, timeout: float | None = None) -> Any:
+        node_id = await self.find_coordinator()
+        try:
+            response = await self._send(node_id, request, coordination=True, timeout=timeout)
+        except CoordinatorUnreachableError:
+            self.coordinator_dead()
+            raise
+        code = getattr(response, "error_code", 0)
+        if code in COORDINATOR_ERRORS:
+            self.coordinator_dead()
+        return response
+
+    # ------------------------------------------------------------------ the group APIs
+
+    async def join_group(
+        self,
+        *,
+        member_id: str,
+        group_instance_id: str | None,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocols: Sequence[tuple[str, bytes]],
+        protocol_type: str = "consumer",
+        reason: str | None = None,
+    ) -> JoinGroupResult:
+        """Send JoinGroup; the MEMBER_ID_REQUIRED answer (KIP-394) comes back as a result."""
+        group_id = self.group_id
+
+        def build(version: int) -> Any:
+            if group_instance_id is not None and version < 5:
+                raise UnsupportedApiVersionError(
+                    "static membership (KIP-345) needs JoinGroup v5+; the broker is too old"
+                )
+            return JoinGroupRequest(
+                group_id=group_id,
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                member_id=member_id,
+                group_instance_id=group_instance_id,
+                protocol_type=protocol_type,
+                protocols=[
+                    JoinGroupRequest.JoinGroupRequestProtocol(name=name, metadata=metadata)
+                    for name, metadata in protocols
+                ],
+                reason=reason,
+            )
+
+        request = _WireRequest("JoinGroup", JoinGroupRequest, JoinGroupResponse, build)
+        r = await self._to_coordinator(request, timeout=self.join_timeout_ms / 1000)
+        return JoinGroupResult(
+            error_code=r.error_code,
+            generation_id=r.generation_id,
+            protocol_name=r.protocol_name,
+            leader=r.leader or "",
+            member_id=r.member_id or "",
+            members=tuple(
+                JoinedMember(m.member_id, m.group_instance_id, bytes(m.metadata or b""))
+                for m in (r.members or ())
+            ),
+            skip_assignment=bool(getattr(r, "skip_assignment", False)),
+        )
+
+    async def sync_group(
+        self,
+        *,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_name: str | None,
+        assignments: Mapping[str, bytes],
+        protocol_type: str = "consumer",
+    ) -> SyncGroupResult:
+        """Send SyncGroup (the leader passes every member's encoded assignment)."""
+        group_id = self.group_id
+
+        def build(version: int) -> Any:
+            return SyncGroupRequest(
+                group_id=group_id,
+                generation_id=generation_id,
+                member_id=member_id,
+                group_instance_id=group_instance_id,
+                protocol_type=protocol_type,
+                protocol_name=protocol_name,
+                assignments=[
+                    SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
+                    for m, a in sorted(assignments.items())
+                ],
+            )
+
+        request = _WireRequest("SyncGroup", SyncGroupRequest, SyncGroupResponse, build)
+        r = await self._to_coordinator(request)
+        return SyncGroupResult(error_code=r.error_code, assignment=bytes(r.assignment or b""))
+
+    async def heartbeat(
+        self, *, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> int:
+        """Send Heartbeat; returns its error code."""
+        group_id = self.group_id
+
+        def build(version: int) -> Any:
+            return HeartbeatRequest(
+                group_id=group_id,
+                generation_id=generation_id,
+                member_id=member_id,
+                group_instance_id=group_instance_id,
+            )
+
+        request = _WireRequest("Heartbeat", HeartbeatRequest, HeartbeatResponse, build)
+        r = await self._to_coordinator(request)
+        return int(r.error_code)
+
+    async def leave_group(
+        self, *, member_id: str, group_instance_id: str | None = None, reason: str | None = None
+    ) -> int:
+        """Send LeaveGroup (the v3+ batch form with one member); returns the error code."""
+        group_id = self.group_id
+
+        def build(version: int) -> Any:
+            if version >= 3:
+                return LeaveGroupRequest(
+                    group_id=group_id,
+                    members=[
+                        LeaveGroupRequest.MemberIdentity(
+                            member_id=member_id,
+                            group_instance_id=group_instance_id,
+                            reason=reason,
+                        )
+                    ],
+                )
+            return LeaveGroupRequest(group_id=group_id, member_id=member_id)
+
+        request = _WireRequest("LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, build)
+        r = await self._to_coordinator(request)
+        if r.error_code:
+            return int(r.error_code)
+        for m in getattr(r, "members", None) or ():
+            if m.error_code:
+                return int(m.error_code)
+        return 0
+
+    async def offset_commit(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        metadata: str = "",
+    ) -> OffsetCommitResult:
+        """Commit ``offsets`` (the next offset to read, per partition) for this generation."""
+        group_id = self.group_id
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for tp, offset in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
+
+        def build(version: int) -> Any:
+            T = OffsetCommitRequest.OffsetCommitRequestTopic
+            P = T.OffsetCommitRequestPartition
+            return OffsetCommitRequest(
+                group_id=group_id,
+                generation_id_or_member_epoch=generation_id,
+                member_id=member_id,
+                group_instance_id=group_instance_id if version >= 7 else None,
+                retention_time_ms=-1,
+                topics=[
+                    T(
+                        name=topic,
+                        partitions=[
+                            P(
+                                partition_index=p,
+                                committed_offset=o,
+                                committed_leader_epoch=-1,
+                                committed_metadata=metadata,
+                            )
+                            for p, o in parts
+                        ],
+                    )
+                    for topic, parts in by_topic.items()
+                ],
+            )
+
+        request = _WireRequest("OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, build)
+        r = await self._to_coordinator(request)
+        errors = {
+            TopicPartition(t.name, p.partition_index): int(p.error_code)
+            for t in r.topics
+            for p in t.partitions
+        }
+        if any(code in COORDINATOR_ERRORS for code in errors.values()):
+            self.coordinator_dead()
+        return OffsetCommitResult(errors)
+
+    async def offset_fetch(self, partitions: Sequence[TopicPartition]) -> OffsetFetchResult:
+        """Fetch the committed offsets of ``partitions`` (require_stable on v7, KIP-447)."""
+        group_id = self.group_id
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(set(partitions)):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+
+        def build(version: int) -> Any:
+            T = OffsetFetchRequest.OffsetFetchRequestTopic
+            return OffsetFetchRequest(
+                group_id=group_id,
+                topics=[T(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+                require_stable=True,
+            )
+
+        request = _WireRequest("OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, build)
+        r = await self._to_coordinator(request)
+        error_code = int(getattr(r, "error_code", 0) or 0)
+        offsets: dict[TopicPartition, CommittedOffset] = {}
+        for t in r.topics:
+            for p in t.partitions:
+                if p.error_code and not error_code:
+                    error_code = int(p.error_code)
+                offsets[TopicPartition(t.name, p.partition_index)] = CommittedOffset(
+                    int(p.committed_offset),
+                    p.metadata,
+                    int(getattr(p, "committed_leader_epoch", -1)),
+                )
+        if error_code in COORDINATOR_ERRORS:
+            self.coordinator_dead()
+        return OffsetFetchResult(error_code, offsets)
+
+    async def partitions_per_topic(self, topics: Sequence[str] | None) -> dict[str, int]:
+        """Metadata for ``topics`` (None: every topic): partition counts of those that exist."""
+        wanted = None if topics is None else sorted(set(topics))
+        if wanted is not None and not wanted:
+            return {}
+
+        def build(version: int) -> Any:
+            T = MetadataRequest.MetadataRequestTopic
+            return MetadataRequest(
+                topics=None if wanted is None else [T(name=t) for t in wanted],
+                allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False,
+            )
+
+        request = _WireRequest("Metadata", MetadataRequest, MetadataResponse, build)
+        r = await self._send(self._any_node(), request, coordination=False)
+        counts: dict[str, int] = {}
+        for t in r.topics:
+            if t.error_code == 0 and t.partitions and (wanted is None or t.name in wanted):
+                counts[t.name] = len(t.partitions)
+        return counts
+
+
+def _retriable_or_fatal(code: int, api: str) -> AiogroupError:
+    from aiogroup.errors import error_for_code
+
+    return error_for_code(code, f"{api} failed with error code {code}")

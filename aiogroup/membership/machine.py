@@ -1,0 +1,1170 @@
+"""The sans-I/O KIP-429 group member: events in, actions out, ``now`` passed in.
+
+See :mod:`aiogroup.membership` for how a driver uses it. Rules carry the KIP-429 step they
+come from (1a-1e before JoinGroup, 2a-2f on the leader, 3a-3d after SyncGroup) or the KAFKA
+issue that taught them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from aiogroup.assignors.base import GroupMetadata, PartitionAssignor, RebalanceProtocol
+from aiogroup.errors import (
+    AiogroupError,
+    CommitFailedError,
+    ConfigurationError,
+    CoordinatorNotAvailableError,
+    FencedInstanceIdError,
+    KafkaError,
+    LocalProtocolError,
+    RebalanceInProgressError,
+    RemoteProtocolError,
+    error_for_code,
+)
+from aiogroup.membership import actions as act
+from aiogroup.membership import events as ev
+from aiogroup.membership.deltas import (
+    LeaderPlan,
+    existing_partitions,
+    leader_plan,
+    member_delta,
+    owners_by_claims,
+    validate_cooperative,
+)
+from aiogroup.membership.errors import AssignorError, RebalanceCallbackError
+from aiogroup.membership.selection import select_protocol
+from aiogroup.membership.states import (
+    ACCEPTED_EVENTS,
+    RESPONSE_EVENTS,
+    TRANSITIONS,
+    MemberState,
+)
+from aiogroup.metrics import FAILED_REBALANCE, REBALANCE_LATENCY, MetricsSink, NullMetrics
+from aiogroup.protocol import (
+    Assignment,
+    Subscription,
+    TopicPartition,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+    group_by_topic,
+    to_topic_partitions,
+)
+from aiogroup.protocol.types import NO_GENERATION
+
+__all__ = ["GroupMember", "MemberConfig"]
+
+log = logging.getLogger("aiogroup.membership")
+
+S = MemberState
+
+# Kafka error codes the machine reacts to (names as in Java's Errors enum).
+NONE = 0
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+ILLEGAL_GENERATION = 22
+UNKNOWN_MEMBER_ID = 25
+REBALANCE_IN_PROGRESS = 27
+MEMBER_ID_REQUIRED = 79
+FENCED_INSTANCE_ID = 82
+
+_COORDINATOR_MOVED = frozenset({COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR})
+_REBALANCING = frozenset({S.JOINING, S.AWAITING_METADATA, S.AWAITING_SYNC})
+_HEARTBEATING = frozenset({S.STABLE, S.PREPARING, S.RECONCILING})
+
+Out = list[act.Action]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberConfig:
+    """How a member behaves. Times in milliseconds, as Kafka's configs.
+
+    ``assignors`` in preference order; the rebalance protocol is the highest one they all
+    support (see :func:`~aiogroup.membership.selection.select_protocol`).
+    """
+
+    group_id: str
+    assignors: Sequence[PartitionAssignor]
+    group_instance_id: str | None = None
+    session_timeout_ms: int = 45_000
+    rebalance_timeout_ms: int = 300_000
+    heartbeat_interval_ms: int = 3_000
+    retry_backoff_ms: int = 100
+    enable_auto_commit: bool = True
+    rack_id: str | None = None
+    protocol_type: str = "consumer"
+    subscription_version: int = 3
+
+    def __post_init__(self) -> None:
+        if not self.group_id:
+            raise ConfigurationError("group_id must not be empty")
+        if self.heartbeat_interval_ms <= 0 or self.session_timeout_ms <= 0:
+            raise ConfigurationError("heartbeat_interval_ms and session_timeout_ms must be > 0")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigurationError("heartbeat_interval_ms must be lower than session_timeout_ms")
+        if self.rebalance_timeout_ms <= 0 or self.retry_backoff_ms < 0:
+            raise ConfigurationError("rebalance_timeout_ms must be > 0, retry_backoff_ms >= 0")
+        if not 0 <= self.subscription_version <= 3:
+            raise ConfigurationError("subscription_version must be 0..3")
+        if self.group_instance_id == "":
+            raise ConfigurationError("group_instance_id must be None or non-empty")
+        select_protocol(self.assignors)  # no common rebalance protocol: refuse now
+
+
+_CommitPurpose = Literal["user", "prepare", "leave"]
+
+
+@dataclass(slots=True)
+class _PendingCommit:
+    member_id: str
+    generation_id: int
+    purpose: _CommitPurpose
+
+
+@dataclass(slots=True)
+class _Reconcile:
+    assignment: Assignment
+    assigned: frozenset[TopicPartition]
+    added: frozenset[TopicPartition]
+    revoked: frozenset[TopicPartition]
+    phase: Literal["revoking", "assigning"] = "assigning"
+
+
+class GroupMember:
+    """One member of a classic consumer group, as a state machine (KIP-429, KIP-70, KIP-345).
+
+    Drive it with :meth:`handle` (events), :meth:`handle_timer` (at :meth:`next_deadline`) and
+    :meth:`commit`; carry out the actions they return, in order.
+    """
+
+    def __init__(self, config: MemberConfig, *, metrics: MetricsSink | None = None) -> None:
+        self.config = config
+        self.protocol: RebalanceProtocol = select_protocol(config.assignors)
+        self._assignors = {a.name: a for a in config.assignors}
+        self._metrics: MetricsSink = metrics if metrics is not None else NullMetrics()
+        self._state = S.UNJOINED
+        self.member_id = ""
+        self.generation_id = NO_GENERATION
+        self.leader_id = ""
+        self.protocol_name: str | None = None
+        self.coordinator_id: int | None = None
+        self._topics: frozenset[str] | None = None
+        self._pattern: re.Pattern[str] | None = None
+        self._pattern_metadata_pending = False
+        self._metadata: dict[str, int] | None = None
+        self._owned: frozenset[TopicPartition] = frozenset()
+        self._pending_revocation: frozenset[TopicPartition] = frozenset()
+        self._pending_lost: frozenset[TopicPartition] = frozenset()
+        self._reset_pending = False
+        self._joined = False
+        self._joined_topics: frozenset[str] | None = None
+        self._rejoin_needed = False
+        self._rejoin_reason = ""
+        self._retry_at: float | None = None
+        self._next_token = 0
+        self._find_token: int | None = None
+        self._join_token: int | None = None
+        self._sync_token: int | None = None
+        self._hb_token: int | None = None
+        self._leave_token: int | None = None
+        self._callbacks_token: int | None = None
+        self._commits: dict[int, _PendingCommit] = {}
+        self._prepare_commit_token: int | None = None
+        self._prepare_committed = False
+        self._prepare_lost_included = False
+        self._last_hb_sent = 0.0
+        self._last_hb_ok = 0.0
+        self._rebalance_start: float | None = None
+        self._join_members: tuple[ev.JoinGroupMember, ...] = ()
+        self._assignment_snapshot: dict[str, int] | None = None
+        self._group_topics: frozenset[str] = frozenset()
+        self._reconcile: _Reconcile | None = None
+        self._leave_close = False
+        self._leave_phase: Literal["commit", "callbacks", "leave", ""] = ""
+        self._leave_commit_token: int | None = None
+        self.fatal_error: AiogroupError | None = None
+        #: The leader's view of its last assignment round (KIP-429 2a-2c), for logs and tests.
+        self.last_leader_plan: LeaderPlan | None = None
+        #: Members whose metadata the leader could not decode in its last round.
+        self.undecodable_members: frozenset[str] = frozenset()
+
+    # -- queries --------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> MemberState:
+        return self._state
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions this member owns now (KIP-70: unchanged by subscribe until the
+        rebalance revokes them)."""
+        return self._owned
+
+    @property
+    def fetchable(self) -> frozenset[TopicPartition]:
+        """Owned partitions the consumer may fetch: not pending revocation (KAFKA-14196) and not
+        about to be reported lost."""
+        if self._reset_pending:
+            return frozenset()
+        return self._owned - self._pending_revocation - self._pending_lost
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self.member_id) and self.leader_id == self.member_id
+
+    @property
+    def subscribed_topics(self) -> frozenset[str]:
+        """The topics subscribed to now (a regex is matched against the known metadata)."""
+        if self._topics is not None:
+            return self._topics
+        if self._pattern is not None and self._metadata is not None:
+            pat = self._pattern
+            return frozenset(t for t in self._metadata if pat.fullmatch(t))
+        return frozenset()
+
+    @property
+    def has_subscription(self) -> bool:
+        return self._topics is not None or self._pattern is not None
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` must next be called (``None``: only events matter)."""
+        if self._state in (S.CLOSED, S.FATAL, S.LEAVING):
+            return None
+        deadlines: list[float] = []
+        if self._retry_at is not None:
+            deadlines.append(self._retry_at)
+        if self._heartbeat_enabled():
+            if self._hb_token is None:
+                deadlines.append(self._last_hb_sent + self.config.heartbeat_interval_ms / 1000)
+            deadlines.append(self._last_hb_ok + self.config.session_timeout_ms / 1000)
+        return min(deadlines) if deadlines else None
+
+    # -- inputs ---------------------------------------------------------------------------------
+
+    def handle(self, event: ev.Event, now: float) -> list[act.Action]:
+        """Feed one event; return the actions to carry out, in order.
+
+        Raises :class:`LocalProtocolError` if the event is not accepted in the current state.
+        Stale responses (unknown token) are dropped and return no action.
+        """
+        kind = type(event)
+        if kind not in RESPONSE_EVENTS:
+            allowed = ACCEPTED_EVENTS.get(kind)
+            if allowed is None:
+                raise LocalProtocolError(f"not a membership event: {event!r}")
+            if self._state not in allowed:
+                raise LocalProtocolError(
+                    f"{kind.__name__} not accepted in state {self._state.name}"
+                )
+        handler = self._HANDLERS[kind]
+        out: Out = []
+        handler(self, event, now, out)
+        return out
+
+    def handle_timer(self, now: float) -> list[act.Action]:
+        """Wake the machine at (or after) :meth:`next_deadline`."""
+        out: Out = []
+        if self._state in (S.CLOSED, S.FATAL, S.LEAVING):
+            return out
+        if self._heartbeat_enabled():
+            if now >= self._last_hb_ok + self.config.session_timeout_ms / 1000:
+                # Java marks the coordinator unknown when the session expires without a
+                # successful heartbeat; rediscovering it tells us whether we are still in.
+                log.info("session timeout expired without heartbeat response")
+                self._coordinator_lost(now, out)
+                return out
+            if self._hb_token is None and now >= (
+                self._last_hb_sent + self.config.heartbeat_interval_ms / 1000
+            ):
+                self._send_heartbeat(now, out)
+        if self._retry_at is not None and now >= self._retry_at:
+            self._retry_at = None
+            self._advance(now, out)
+        return out
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None, now: float) -> act.CommitOffsets:
+        """Ask to commit ``offsets`` (``None``: the consumed positions) for this generation.
+
+        Returns the CommitOffsets action to send (its result comes back as a ResolveCommit
+        action). Raises RebalanceInProgressError (retriable) while a rebalance is under way,
+        CommitFailedError when the member is not part of an active generation, and
+        CoordinatorNotAvailableError while the coordinator is unknown.
+        """
+        if self._state is S.CLOSED:
+            raise LocalProtocolError("commit on a closed member")
+        if self._state is S.FATAL:
+            raise CommitFailedError("the member failed fatally") from self.fatal_error
+        active = self._joined and self.generation_id >= 0 and bool(self.member_id)
+        if self._state in _REBALANCING or (not active and self._state is S.PREPARING):
+            raise RebalanceInProgressError(
+                "commit cannot be completed: the group is rebalancing; retry after it completes"
+            )
+        if not active:
+            raise CommitFailedError(
+                "commit cannot be completed: the member is not part of an active group"
+            )
+        if self.coordinator_id is None:
+            raise CoordinatorNotAvailableError("the group coordinator is not known yet")
+        return self._commit_action(offsets, "user")
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _token(self) -> int:
+        self._next_token += 1
+        return self._next_token
+
+    def _goto(self, new: MemberState) -> None:
+        if new is self._state:
+            return
+        if new not in TRANSITIONS[self._state]:
+            raise LocalProtocolError(f"illegal transition {self._state.name} -> {new.name}")
+        self._state = new
+
+    def _heartbeat_enabled(self) -> bool:
+        return (
+            self._state in _HEARTBEATING
+            and self._joined
+            and self.coordinator_id is not None
+            and self.generation_id >= 0
+        )
+
+    def _request_rejoin(self, reason: str) -> None:
+        if not self._rejoin_needed:
+            self._rejoin_reason = reason
+        self._rejoin_needed = True
+
+    def _metadata_topics(self) -> frozenset[str] | None:
+        if self._pattern is not None:
+            return None
+        topics = set(self._topics or ())
+        topics.update(tp.topic for tp in self._owned)
+        if self.is_leader:
+            topics.update(self._group_topics)
+        return frozenset(topics)
+
+    def _request_metadata(self, out: Out) -> None:
+        out.append(act.RequestMetadata(self._metadata_topics(), self._pattern))
+
+    def _commit_action(
+        self, offsets: Mapping[TopicPartition, int] | None, purpose: _CommitPurpose
+    ) -> act.CommitOffsets:
+        token = self._token()
+        self._commits[token] = _PendingCommit(self.member_id, self.generation_id, purpose)
+        return act.CommitOffsets(
+            token=token,
+            group_id=self.config.group_id,
+            member_id=self.member_id,
+            generation_id=self.generation_id,
+            group_instance_id=self.config.group_instance_id,
+            offsets=None if offsets is None else dict(offsets),
+        )
+
+    def _callbacks(
+        self,
+        out: Out,
+        *,
+        revoked: frozenset[TopicPartition] = frozenset(),
+        assigned: frozenset[TopicPartition] | None = None,
+        lost: frozenset[TopicPartition] = frozenset(),
+    ) -> None:
+        token = self._token()
+        self._callbacks_token = token
+        out.append(
+            act.InvokeCallbacks(
+                token=token,
+                protocol=self.protocol,
+                generation_id=self.generation_id,
+                member_id=self.member_id,
+                revoked=revoked,
+                assigned=assigned,
+                lost=lost,
+            )
+        )
+
+    def _raise_callback_error(self, error: BaseException | None, out: Out) -> None:
+        if error is None:
+            return
+        if isinstance(error, AiogroupError):
+            out.append(act.RaiseToUser(error))
+            return
+        wrapped = RebalanceCallbackError(f"rebalance callback raised {error!r}")
+        wrapped.__cause__ = error
+        out.append(act.RaiseToUser(wrapped))
+
+    def _fail_rebalance(self, now: float) -> None:
+        self._metrics.observe(FAILED_REBALANCE, 1.0, now)
+
+    def _backoff(self, now: float) -> None:
+        self._retry_at = now + self.config.retry_backoff_ms / 1000
+
+    def _reset_generation(self, *, reset_member_id: bool, reason: str) -> None:
+        """KIP-429 1d: forget the generation (and the member id for UNKNOWN_MEMBER_ID); what
+        we own is reported lost before the next JoinGroup, which then claims nothing
+        (KAFKA-12984)."""
+        log.info("resetting generation: %s", reason)
+        self.generation_id = NO_GENERATION
+        if reset_member_id:
+            self.member_id = ""
+        self.leader_id = ""
+        self._joined = False
+        self._hb_token = None
+        self._assignment_snapshot = None
+        if self._owned:
+            self._reset_pending = True
+        self._request_rejoin(reason)
+
+    def _fatal(self, error: AiogroupError, out: Out) -> None:
+        self.fatal_error = error
+        self._find_token = self._join_token = self._sync_token = None
+        self._hb_token = self._leave_token = self._callbacks_token = None
+        self._retry_at = None
+        for token in sorted(self._commits):
+            out.append(act.ResolveCommit(token, CommitFailedError(str(error))))
+        self._commits.clear()
+        self._goto(S.FATAL)
+        out.append(act.RaiseToUser(error, fatal=True))
+
+    def _coordinator_lost(self, now: float, out: Out) -> None:
+        self.coordinator_id = None
+        if self._state in _REBALANCING:
+            self._goto(S.DISCOVERING)
+        self._find_token = None
+        self._hb_token = None
+        if self._join_token is not None or self._sync_token is not None:
+            self._join_token = self._sync_token = None
+            self._request_rejoin("coordinator lost during a rebalance")
+        for token in sorted(self._commits):
+            pending = self._commits.pop(token)
+            out.append(act.ResolveCommit(token, CoordinatorNotAvailableError()))
+            self._after_commit(token, pending, now, out)
+        if self._state is S.LEAVING:
+            if self._leave_phase == "leave":
+                self._leave_token = None
+                self._finish_leave(out)
+            return
+        if self._state in (S.PREPARING, S.RECONCILING) and self._callbacks_token is not None:
+            return  # the callbacks finish first; their completion moves on
+        if self._state in (S.PREPARING, S.RECONCILING):
+            return
+        self._advance(now, out)
+
+    # -- the engine -----------------------------------------------------------------------------
+
+    def _advance(self, now: float, out: Out) -> None:
+        """Move toward STABLE from wherever nothing is in flight."""
+        if self._state in (S.CLOSED, S.FATAL, S.LEAVING, *_REBALANCING):
+            return
+        if self._state in (S.PREPARING, S.RECONCILING) and (
+            self._callbacks_token is not None or self._prepare_commit_token is not None
+        ):
+            return
+        if not self.has_subscription:
+            self._goto(S.UNJOINED)
+            return
+        if self.coordinator_id is None:
+            self._goto(S.DISCOVERING)
+            if self._find_token is None and (self._retry_at is None or now >= self._retry_at):
+                self._retry_at = None
+                self._find_token = self._token()
+                out.append(act.FindCoordinator(self._find_token, self.config.group_id))
+            return
+        if self._pattern is not None and (self._metadata is None or self._pattern_metadata_pending):
+            # A regex subscription needs metadata to know its topics before joining.
+            if self._state is not S.STABLE:
+                self._goto(S.UNJOINED)
+            return
+        needs_join = (
+            self._rejoin_needed
+            or self._reset_pending
+            or bool(self._pending_lost)
+            or not self._joined
+            or self._joined_topics != self.subscribed_topics
+        )
+        if not needs_join:
+            self._goto(S.STABLE)
+            return
+        if self._retry_at is not None and now < self._retry_at:
+            if self._state is not S.STABLE:
+                self._goto(S.UNJOINED)
+            return
+        self._retry_at = None
+        self._prepare(now, out)
+
+    def _prepare(self, now: float, out: Out) -> None:
+        """Before JoinGroup (KIP-429 1a-1d, eager timeline steps 1-2)."""
+        if self._rebalance_start is None:
+            self._rebalance_start = now
+        self._request_rejoin(self._rejoin_reason or "joining")
+        self._goto(S.PREPARING)
+        if self._callbacks_token is not None or self._prepare_commit_token is not None:
+            return  # a step of the preparation is in flight; its completion resumes here
+        active = self._joined and self.generation_id >= 0 and bool(self.member_id)
+        if (
+            self.config.enable_auto_commit
+            and active
+            and self._owned
+            and not self._reset_pending
+            and not self._prepare_committed
+            and self.coordinator_id is not None
+        ):
+            # Java's onJoinPrepare commits consumed offsets (auto-commit only) while the
+            # generation is still valid.
+            self._prepare_committed = True
+            action = self._commit_action(None, "prepare")
+            self._prepare_commit_token = action.token
+            out.append(action)
+            return
+        # 1d: after a reset everything we owned is lost; 1b: owned partitions that vanished.
+        lost = self._owned if self._reset_pending else self._owned & self._pending_lost
+        if self.protocol is RebalanceProtocol.EAGER:
+            revoked = self._owned - lost  # eager: revoke everything before joining
+        else:
+            subscribed = self.subscribed_topics  # 1a: revoke what we no longer subscribe to
+            revoked = frozenset(tp for tp in self._owned - lost if tp.topic not in subscribed)
+        if lost or revoked:
+            self._prepare_lost_included = self._reset_pending
+            self._pending_revocation = lost | revoked
+            self._callbacks(out, revoked=revoked, lost=lost)
+            return
+        self._pending_lost = frozenset()
+        self._send_join(now, out)
+
+    def _send_join(self, now: float, out: Out) -> None:
+        if self.coordinator_id is None:
+            self._goto(S.DISCOVERING)
+            self._advance(now, out)
+            return
+        topics = self.subscribed_topics
+        owned = self._owned if self.protocol is RebalanceProtocol.COOPERATIVE else frozenset()
+        owned_by_topic = group_by_topic(owned)
+        protocols: list[tuple[str, bytes]] = []
+        for assignor in self.config.assignors:
+            sub = Subscription(
+                topics=sorted(topics),
+                user_data=assignor.subscription_user_data(topics),
+                owned_partitions=owned_by_topic,
+                generation_id=self.generation_id,
+                rack_id=self.config.rack_id,
+            )
+            protocols.append(
+                (assignor.name, encode_subscription(sub, self.config.subscription_version))
+            )
+        token = self._token()
+        self._join_token = token
+        self._hb_token = None  # a heartbeat answer from the old generation is stale now
+        self._joined = False
+        self._joined_topics = topics
+        reason = self._rejoin_reason
+        self._rejoin_needed = False
+        self._rejoin_reason = ""
+        self._prepare_committed = False
+        self._goto(S.JOINING)
+        out.append(
+            act.SendJoinGroup(
+                token=token,
+                group_id=self.config.group_id,
+                member_id=self.member_id,
+                generation_id=self.generation_id,
+                group_instance_id=self.config.group_instance_id,
+                session_timeout_ms=self.config.session_timeout_ms,
+                rebalance_timeout_ms=self.config.rebalance_timeout_ms,
+                protocol_type=self.config.protocol_type,
+                protocols=tuple(protocols),
+                reason=reason,
+            )
+        )
+
+    def _send_sync(self, out: Out, assignments: tuple[tuple[str, bytes], ...]) -> None:
+        token = self._token()
+        self._sync_token = token
+        self._goto(S.AWAITING_SYNC)
+        out.append(
+            act.SendSyncGroup(
+                token=token,
+                group_id=self.config.group_id,
+                member_id=self.member_id,
+                generation_id=self.generation_id,
+                group_instance_id=self.config.group_instance_id,
+                protocol_type=self.config.protocol_type,
+                protocol_name=self.protocol_name or "",
+                assignments=assignments,
+            )
+        )
+
+    def _send_heartbeat(self, now: float, out: Out) -> None:
+        token = self._token()
+        self._hb_token = token
+        self._last_hb_sent = now
+        out.append(
+            act.SendHeartbeat(
+                token=token,
+                group_id=self.config.group_id,
+                member_id=self.member_id,
+                generation_id=self.generation_id,
+                group_instance_id=self.config.group_instance_id,
+            )
+        )
+
+    def _leader_assign(self, now: float, out: Out) -> None:
+        """KIP-429 2a-2f on the leader."""
+        name = self.protocol_name or ""
+        assignor = self._assignors[name]
+        subscriptions: dict[str, Subscription] = {}
+        bad: set[str] = set()
+        for member in self._join_members:
+            try:
+                subscriptions[member.member_id] = decode_subscription(member.metadata)
+            except AiogroupError as exc:
+                # One member's garbage must not stop the group: it gets nothing this round.
+                log.warning("member %s sent undecodable metadata: %s", member.member_id, exc)
+                bad.add(member.member_id)
+        self.undecodable_members = frozenset(bad)
+        metadata = self._metadata or {}
+        group_topics = {t for s in subscriptions.values() for t in s.topics}
+        partitions_per_topic = {t: metadata[t] for t in sorted(group_topics) if t in metadata}
+        all_members = sorted({m.member_id for m in self._join_members})
+        try:
+            raw = assignor.assign(partitions_per_topic, subscriptions)
+            assignments = {m: raw.get(m, Assignment()) for m in all_members}
+            cooperative = self.protocol is RebalanceProtocol.COOPERATIVE
+            assignments, plan = leader_plan(
+                assignments, subscriptions, partitions_per_topic, cooperative=cooperative
+            )
+            if cooperative:
+                bad_tps = validate_cooperative(assignments, owners_by_claims(subscriptions))
+                if bad_tps:  # cannot happen after leader_plan; a guard against regressions
+                    raise LocalProtocolError(f"revoked and assigned in one round: {bad_tps}")
+            encoded = tuple(
+                (
+                    m,
+                    encode_assignment(
+                        assignments[m],
+                        min(3, subscriptions[m].version) if m in subscriptions else 0,
+                    ),
+                )
+                for m in all_members
+            )
+        except Exception as exc:  # the assignor is user code
+            error = AssignorError(f"assignor {name!r} failed: {exc!r}")
+            error.__cause__ = exc
+            self._fail_rebalance(now)
+            out.append(act.RaiseToUser(error))
+            self._request_rejoin("assignor failed")
+            self._backoff(now)
+            self._goto(S.UNJOINED)
+            return
+        self.last_leader_plan = plan
+        self._assignment_snapshot = partitions_per_topic
+        self._send_sync(out, encoded)
+
+    def _finish_assignment(self, now: float, out: Out) -> None:
+        """KIP-429 3b + 3d: take the new assignment, on_assignment, then assigned."""
+        rec = self._reconcile
+        assert rec is not None
+        rec.phase = "assigning"
+        self._owned = rec.assigned
+        self._pending_revocation = frozenset()
+        name = self.protocol_name or ""
+        assignor = self._assignors.get(name)
+        if assignor is not None:
+            try:
+                assignor.on_assignment(
+                    rec.assignment,
+                    GroupMetadata(
+                        self.generation_id,
+                        self.member_id,
+                        self.config.group_id,
+                        self.config.group_instance_id,
+                    ),
+                )
+            except Exception as exc:
+                error = AssignorError(f"assignor {name!r} on_assignment failed: {exc!r}")
+                error.__cause__ = exc
+                out.append(act.RaiseToUser(error))
+        added = rec.assigned if self.protocol is RebalanceProtocol.EAGER else rec.added
+        self._callbacks(out, assigned=added)
+
+    def _after_commit(self, token: int, pending: _PendingCommit, now: float, out: Out) -> None:
+        if pending.purpose == "prepare" and token == self._prepare_commit_token:
+            self._prepare_commit_token = None
+            if self._state is S.PREPARING:
+                self._prepare(now, out)
+        elif pending.purpose == "leave" and token == self._leave_commit_token:
+            self._leave_commit_token = None
+            if self._state is S.LEAVING:
+                self._leave_callbacks(now, out)
+
+    # -- leaving (KIP-70 unsubscribe, close) ----------------------------------------------------
+
+    def _start_leave(self, now: float, out: Out, *, close: bool) -> None:
+        self._leave_close = close
+        self._find_token = self._join_token = self._sync_token = self._hb_token = None
+        self._retry_at = None
+        self._callbacks_token = None
+        self._prepare_commit_token = None
+        self._reconcile = None
+        self._pending_revocation = frozenset()
+        self._goto(S.LEAVING)
+        active = self._joined and self.generation_id >= 0 and bool(self.member_id)
+        if (
+            self.config.enable_auto_commit
+            and active
+            and self._owned
+            and self.coordinator_id is not None
+        ):
+            # KIP-70: unsubscribe commits before clearing the assignment (auto-commit only).
+            self._leave_phase = "commit"
+            action = self._commit_action(None, "leave")
+            self._leave_commit_token = action.token
+            out.append(action)
+            return
+        self._leave_callbacks(now, out)
+
+    def _leave_callbacks(self, now: float, out: Out) -> None:
+        self._leave_phase = "callbacks"
+        if self._owned:
+            if self._reset_pending or not self._joined:
+                self._callbacks(out, lost=self._owned)
+            else:
+                self._callbacks(out, revoked=self._owned)
+            return
+        self._leave_group(out)
+
+    def _leave_group(self, out: Out) -> None:
+        self._owned = frozenset()
+        self._pending_lost = frozenset()
+        self._reset_pending = False
+        self._leave_phase = "leave"
+        if (
+            self.config.group_instance_id is None  # KIP-345: static members do not leave
+            and self.member_id
+            and self.coordinator_id is not None
+        ):
+            token = self._token()
+            self._leave_token = token
+            out.append(
+                act.SendLeaveGroup(
+                    token=token,
+                    group_id=self.config.group_id,
+                    member_id=self.member_id,
+                    generation_id=self.generation_id,
+                    group_instance_id=self.config.group_instance_id,
+                    reason="the consumer is closing" if self._leave_close else "unsubscribed",
+                )
+            )
+            return
+        self._finish_leave(out)
+
+    def _finish_leave(self, out: Out) -> None:
+        self._leave_phase = ""
+        self._leave_token = None
+        self.generation_id = NO_GENERATION
+        self.leader_id = ""
+        if self.config.group_instance_id is None:
+            self.member_id = ""
+        self._joined = False
+        self._joined_topics = None
+        self._rejoin_needed = False
+        self._rejoin_reason = ""
+        self._rebalance_start = None
+        self._assignment_snapshot = None
+        if self._leave_close:
+            for token in sorted(self._commits):
+                out.append(act.ResolveCommit(token, CommitFailedError("the member closed")))
+            self._commits.clear()
+            self._goto(S.CLOSED)
+        else:
+            self._topics = None
+            self._pattern = None
+            self._goto(S.UNJOINED)
+
+    # -- event handlers -------------------------------------------------------------------------
+
+    def _on_subscription_changed(self, e: ev.SubscriptionChanged, now: float, out: Out) -> None:
+        if (e.topics is None) == (e.pattern is None):
+            raise LocalProtocolError("SubscriptionChanged needs exactly one of topics or pattern")
+        if e.topics is not None:
+            if any(not isinstance(t, str) or not t for t in e.topics):
+                raise LocalProtocolError("topic names must be non-empty strings")
+            self._topics = frozenset(e.topics)
+            self._pattern = None
+            self._pattern_metadata_pending = False
+        else:
+            self._topics = None
+            self._pattern = e.pattern
+            self._pattern_metadata_pending = True
+        # KIP-70: the assignment does not change now; the rebalance this asks for revokes.
+        self._request_metadata(out)
+        if self._pattern is None and self._joined_topics != self.subscribed_topics:
+            self._request_rejoin("subscription changed")
+        if self._state in (S.UNJOINED, S.DISCOVERING, S.STABLE):
+            self._advance(now, out)
+
+    def _on_unsubscribe(self, e: ev.UnsubscribeRequested, now: float, out: Out) -> None:
+        if self._state is S.LEAVING:
+            return
+        if not self.has_subscription and not self._owned and not self.member_id:
+            self._topics = None
+            self._pattern = None
+            self._goto(S.UNJOINED)
+            return
+        self._start_leave(now, out, close=False)
+
+    def _on_close(self, e: ev.CloseRequested, now: float, out: Out) -> None:
+        if self._state is S.CLOSED:
+            return
+        if self._state is S.FATAL:
+            self._goto(S.CLOSED)
+            return
+        if self._state is S.LEAVING:
+            self._leave_close = True
+            return
+        self._start_leave(now, out, close=True)
+
+    def _on_metadata(self, e: ev.MetadataUpdated, now: float, out: Out) -> None:
+        try:
+            self._metadata = {str(t): int(n) for t, n in e.partitions_per_topic.items()}
+        except (TypeError, ValueError) as exc:
+            raise LocalProtocolError(f"bad metadata: {exc}") from None
+        self._pattern_metadata_pending = False
+        if self._state in (S.CLOSED, S.FATAL, S.LEAVING):
+            return
+        if self._state is S.AWAITING_METADATA:
+            self._leader_assign(now, out)
+            return
+        if not self.has_subscription:
+            return
+        # 1b: owned partitions that no longer exist are lost, not revoked.
+        exists = existing_partitions(self._metadata)
+        asked = self._metadata_topics()
+        gone = frozenset(
+            tp for tp in self._owned if tp not in exists and (asked is None or tp.topic in asked)
+        )
+        if gone - self._pending_lost:
+            self._pending_lost = self._pending_lost | gone
+            self._request_rejoin("owned partitions no longer exist")
+        if self._pattern is not None and self._joined_topics != self.subscribed_topics:
+            self._request_rejoin("regex subscription matches other topics")
+        if self.is_leader and self._assignment_snapshot is not None:
+            now_snapshot = {t: self._metadata[t] for t in self._group_topics if t in self._metadata}
+            if now_snapshot != self._assignment_snapshot:
+                self._request_rejoin("partitions of the group's topics changed")  # 1b, leader
+        if self._state in (S.UNJOINED, S.DISCOVERING, S.STABLE):
+            self._advance(now, out)
+
+    def _on_coordinator_lost(self, e: ev.CoordinatorLost, now: float, out: Out) -> None:
+        if self._state in (S.CLOSED, S.FATAL):
+            return
+        self._coordinator_lost(now, out)
+
+    def _on_coordinator_found(self, e: ev.CoordinatorFound, now: float, out: Out) -> None:
+        if e.token != self._find_token:
+            return
+        self._find_token = None
+        self.coordinator_id = e.node_id
+        self._last_hb_ok = now  # a fresh session window with the new coordinator
+        self._last_hb_sent = now - self.config.heartbeat_interval_ms / 1000
+        self._advance(now, out)
+
+    def _on_coordinator_lookup_failed(
+        self, e: ev.CoordinatorLookupFailed, now: float, out: Out
+    ) -> None:
+        if e.token != self._find_token:
+            return
+        self._find_token = None
+        error = error_for_code(e.error_code)
+        if not error.retriable and e.error_code > 0:
+            out.append(act.RaiseToUser(error))
+        self._backoff(now)
+
+    def _on_join_completed(self, e: ev.JoinGroupCompleted, now: float, out: Out) -> None:
+        if e.token != self._join_token:
+            return
+        self._join_token = None
+        if e.protocol_name not in self._assignors or e.generation_id < 0 or not e.member_id:
+            self._fail_rebalance(now)
+            out.append(
+                act.RaiseToUser(
+                    RemoteProtocolError(
+                        f"JoinGroup chose protocol {e.protocol_name!r} (generation "
+                        f"{e.generation_id}, member {e.member_id!r}) that this member cannot run"
+                    )
+                )
+            )
+            self._request_rejoin("unusable JoinGroup response")
+            self._backoff(now)
+            self._goto(S.UNJOINED)
+            return
+        self.member_id = e.member_id
+        self.generation_id = e.generation_id
+        self.leader_id = e.leader
+        self.protocol_name = e.protocol_name
+        if not self.is_leader:
+            self._group_topics = frozenset()
+            self._assignment_snapshot = None
+            self._send_sync(out, ())
+            return
+        self._join_members = e.members
+        group_topics: set[str] = set()
+        for member in e.members:
+            try:
+                group_topics.update(decode_subscription(member.metadata).topics)
+            except AiogroupError:
+                continue
+        self._group_topics = frozenset(group_topics)
+        known = self._metadata or {}
+        if self._metadata is None or not self._group_topics <= set(known):
+            # The leader assigns from metadata covering every member's topics.
+            self._goto(S.AWAITING_METADATA)
+            self._request_metadata(out)
+            return
+        self._leader_assign(now, out)
+
+    def _on_join_failed(self, e: ev.JoinGroupFailed, now: float, out: Out) -> None:
+        if e.token != self._join_token:
+            return
+        self._join_token = None
+        code = e.error_code
+        if code == MEMBER_ID_REQUIRED:
+            # 1e (KIP-394): take the id the coordinator gave us and join again at once.
+            self.member_id = e.member_id
+            self._request_rejoin("member id required")
+            self._goto(S.UNJOINED)
+            self._advance(now, out)
+            return
+        self._fail_rebalance(now)
+        self._group_error(code, "JoinGroup", now, out)
+
+    def _on_sync_completed(self, e: ev.SyncGroupCompleted, now: float, out: Out) -> None:
+        if e.token != self._sync_token:
+            return
+        self._sync_token = None
+        try:
+            assignment = decode_assignment(e.assignment)
+        except AiogroupError as exc:
+            self._fail_rebalance(now)
+            out.append(act.RaiseToUser(RemoteProtocolError(f"undecodable assignment: {exc}")))
+            self._request_rejoin("undecodable assignment")
+            self._backoff(now)
+            self._goto(S.UNJOINED)
+            return
+        assigned = frozenset(to_topic_partitions(assignment.partitions))
+        self._joined = True
+        self._last_hb_ok = now
+        self._last_hb_sent = now
+        self._goto(S.RECONCILING)
+        delta = member_delta(self._owned, assigned)
+        self._reconcile = _Reconcile(
+            assignment,
+            assigned,
+            delta.added,
+            delta.revoked,
+            "revoking" if delta.revoked else "assigning",
+        )
+        if self._pattern is None and any(tp.topic not in self.subscribed_topics for tp in assigned):
+            self._request_rejoin("assigned topics we do not subscribe to")
+        if delta.revoked:
+            # 3c: revoke first, then rejoin so the partitions reach their new owner. The
+            # rejoin waits until this rebalance is complete (KAFKA-14382).
+            self._request_rejoin("partitions revoked in the last rebalance")
+            self._pending_revocation = delta.revoked
+            self._callbacks(out, revoked=delta.revoked)
+            return
+        self._finish_assignment(now, out)
+
+    def _on_sync_failed(self, e: ev.SyncGroupFailed, now: float, out: Out) -> None:
+        if e.token != self._sync_token:
+            return
+        self._sync_token = None
+        self._fail_rebalance(now)
+        self._group_error(e.error_code, "SyncGroup", now, out)
+
+    def _group_error(self, code: int, api: str, now: float, out: Out) -> None:
+        """The per-error reactions for JoinGroup / SyncGroup (Java's matrix)."""
+        self._request_rejoin(f"{api} failed with error {code}")
+        if code == FENCED_INSTANCE_ID:
+            self._fatal(FencedInstanceIdError(f"{api}: group_instance_id fenced"), out)
+            return
+        if code in _COORDINATOR_MOVED:
+            self.coordinator_id = None
+            self._hb_token = None
+        elif code == UNKNOWN_MEMBER_ID:
+            self._reset_generation(reset_member_id=True, reason=f"{api}: UNKNOWN_MEMBER_ID")
+        elif code == ILLEGAL_GENERATION:
+            self._reset_generation(reset_member_id=False, reason=f"{api}: ILLEGAL_GENERATION")
+        elif code == REBALANCE_IN_PROGRESS:
+            pass  # 1c: rejoin at once, keeping what we own
+        else:
+            error = error_for_code(code)
+            if not error.retriable:
+                out.append(act.RaiseToUser(error))
+            self._backoff(now)
+        self._goto(S.UNJOINED)
+        self._advance(now, out)
+
+    def _on_heartbeat_completed(self, e: ev.HeartbeatCompleted, now: float, out: Out) -> None:
+        if e.token != self._hb_token:
+            return
+        self._hb_token = None
+        self._last_hb_ok = now
+
+    def _on_heartbeat_failed(self, e: ev.HeartbeatFailed, now: float, out: Out) -> None:
+        if e.token != self._hb_token:
+            return
+        self._hb_token = None
+        code = e.error_code
+        if code == FENCED_INSTANCE_ID:
+            self._fatal(FencedInstanceIdError("Heartbeat: group_instance_id fenced"), out)
+            return
+        if code in _COORDINATOR_MOVED:
+            self._coordinator_lost(now, out)
+            return
+        if code == REBALANCE_IN_PROGRESS:
+            self._last_hb_ok = now  # the coordinator answered: the session is alive
+            if self._state is not S.PREPARING:
+                self._request_rejoin("Heartbeat: REBALANCE_IN_PROGRESS")  # 1c
+        elif code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+            self._reset_generation(
+                reset_member_id=code == UNKNOWN_MEMBER_ID, reason=f"Heartbeat: error {code}"
+            )
+        else:
+            error = error_for_code(code)
+            if not error.retriable:
+                out.append(act.RaiseToUser(error))
+            # Try again after the retry backoff rather than a whole interval.
+            interval = self.config.heartbeat_interval_ms / 1000
+            self._last_hb_sent = now - interval + self.config.retry_backoff_ms / 1000
+            return
+        if self._state is S.STABLE:
+            self._advance(now, out)
+        elif self._state is S.PREPARING:
+            self._prepare(now, out)
+
+    def _on_leave_completed(self, e: ev.LeaveGroupCompleted, now: float, out: Out) -> None:
+        if e.token != self._leave_token:
+            return
+        self._finish_leave(out)
+
+    def _on_commit_completed(self, e: ev.CommitCompleted, now: float, out: Out) -> None:
+        pending = self._commits.pop(e.token, None)
+        if pending is None:
+            return
+        out.append(act.ResolveCommit(e.token, None))
+        self._after_commit(e.token, pending, now, out)
+
+    def _on_commit_failed(self, e: ev.CommitFailed, now: float, out: Out) -> None:
+        pending = self._commits.pop(e.token, None)
+        if pending is None:
+            return
+        code = e.error_code
+        current = (
+            pending.generation_id == self.generation_id
+            and pending.member_id == self.member_id
+            and self._state not in (S.CLOSED, S.FATAL)
+        )
+        error: KafkaError
+        if code == FENCED_INSTANCE_ID:
+            out.append(act.ResolveCommit(e.token, FencedInstanceIdError()))
+            if self._state not in (S.CLOSED, S.FATAL):
+                self._fatal(FencedInstanceIdError("OffsetCommit: group_instance_id fenced"), out)
+            return
+        if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+            error = CommitFailedError(
+                "commit cannot be completed: the member was removed from the group or its "
+                f"generation is over (error {code}); its partitions may be elsewhere now"
+            )
+            if current and self._state is not S.LEAVING:
+                self._reset_generation(
+                    reset_member_id=code == UNKNOWN_MEMBER_ID, reason=f"OffsetCommit: {code}"
+                )
+            elif current:
+                self._reset_pending = bool(self._owned)
+        elif code == REBALANCE_IN_PROGRESS:
+            error = RebalanceInProgressError("commit failed: the group is rebalancing")
+            if current and self._state is not S.LEAVING:
+                self._request_rejoin("OffsetCommit: REBALANCE_IN_PROGRESS")  # 1c
+        else:
+            error = error_for_code(code)
+            if code in _COORDINATOR_MOVED and current and self.coordinator_id is not None:
+                out.append(act.ResolveCommit(e.token, error))
+                self._after_commit(e.token, pending, now, out)
+                if self._state not in (S.LEAVING, S.CLOSED, S.FATAL):
+                    self._coordinator_lost(now, out)
+                return
+        out.append(act.ResolveCommit(e.token, error))
+        self._after_commit(e.token, pending, now, out)
+        if self._state is S.STABLE:
+            self._advance(now, out)
+
+    def _on_callbacks_finished(self, e: ev.CallbacksFinished, now: float, out: Out) -> None:
+        if e.token != self._callbacks_token:
+            return
+        self._callbacks_token = None
+        self._raise_callback_error(e.first_error, out)
+        if self._state is S.PREPARING:
+            # The revoked/lost partitions are gone whatever the callbacks did (KIP-429).
+            self._owned = self._owned - self._pending_revocation
+            self._pending_lost = self._pending_lost - self._pending_revocation
+            self._pending_revocation = frozenset()
+            if self._prepare_lost_included:
+                self._reset_pending = False
+                self._prepare_lost_included = False
+            if not self._owned:
+                self._reset_pending = False
+            if self.coordinator_id is None:
+                self._goto(S.DISCOVERING)
+                self._advance(now, out)
+                return
+            self._prepare(now, out)
+        elif self._state is S.RECONCILING:
+            rec = self._reconcile
+            if rec is not None and rec.phase == "revoking":
+                # 3c done: the revoked partitions are gone; now 3b/3d.
+                self._owned = self._owned - rec.revoked
+                self._finish_assignment(now, out)
+                return
+            self._reconcile = None
+            self._goto(S.STABLE)
+            if self._rebalance_start is not None:
+                self._metrics.observe(REBALANCE_LATENCY, now - self._rebalance_start, now)
+                self._rebalance_start = None
+            self._advance(now, out)
+        elif self._state is S.LEAVING:
+            self._leave_group(out)
+
+    _HANDLERS: ClassVar[
+        dict[type[ev.Event], Callable[[GroupMember, object, float, Out], None]]
+    ] = {}
+
+
+def _register() -> None:
+    table: dict[type[ev.Event], Callable[..., None]] = {
+        ev.SubscriptionChanged: GroupMember._on_subscription_changed,
+        ev.UnsubscribeRequested: GroupMember._on_unsubscribe,
+        ev.CloseRequested: GroupMember._on_close,
+        ev.MetadataUpdated: GroupMember._on_metadata,
+        ev.CoordinatorLost: GroupMember._on_coordinator_lost,
+        ev.CoordinatorFound: GroupMember._on_coordinator_found,
+        ev.CoordinatorLookupFailed: GroupMember._on_coordinator_lookup_failed,
+        ev.JoinGroupCompleted: GroupMember._on_join_completed,
+        ev.JoinGroupFailed: GroupMember._on_join_failed,
+        ev.SyncGroupCompleted: GroupMember._on_sync_completed,
+        ev.SyncGroupFailed: GroupMember._on_sync_failed,
+        ev.HeartbeatCompleted: GroupMember._on_heartbeat_completed,
+        ev.HeartbeatFailed: GroupMember._on_heartbeat_failed,
+        ev.LeaveGroupCompleted: GroupMember._on_leave_completed,
+        ev.CommitCompleted: GroupMember._on_commit_completed,
+        ev.CommitFailed: GroupMember._on_commit_failed,
+        ev.CallbacksFinished: GroupMember._on_callbacks_finished,
+    }
+    GroupMember._HANDLERS.update(table)
+
+
+_register()

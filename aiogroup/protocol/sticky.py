@@ -1,0 +1,109 @@
+"""User data of the sticky and cooperative-sticky assignors.
+
+Sticky user data carries no version field (KIP-341)::
+
+    v0  previous_assignment [(topic string, partitions [int32])]
+    v1  v0 + generation int32
+
+A reader tries v1 first; if the bytes do not fit it falls back to v0, whose generation is
+unknown (-1). Bytes after the v1 generation are ignored, like Java's ``Schema.read``.
+
+In cooperative-sticky user data the peers disagree:
+
+- Java writes a bare int32 generation (and, from Subscription V2 on, the generation also travels
+  in the Subscription itself, KIP-792);
+- librdkafka and franz-go write a sticky v1 block (previous assignment + generation);
+- kafka-python writes empty user data.
+
+:func:`generation_from_user_data` reads all of these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from aiogroup.errors import CodecError
+from aiogroup.protocol._reader import Reader, Writer, as_bytes
+from aiogroup.protocol.types import NO_GENERATION, PartitionsByTopic
+
+__all__ = [
+    "StickyUserData",
+    "decode_sticky_user_data",
+    "encode_cooperative_user_data",
+    "encode_sticky_user_data",
+    "generation_from_user_data",
+]
+
+Buffer = bytes | bytearray | memoryview
+
+_FIELD = "previous_assignment"
+
+
+@dataclass(frozen=True, slots=True)
+class StickyUserData:
+    """A member's previous assignment and the generation it was made in (-1: unknown, v0)."""
+
+    partitions: PartitionsByTopic = field(default_factory=dict)
+    generation: int = NO_GENERATION
+
+
+def encode_sticky_user_data(
+    partitions: Mapping[str, Sequence[int]], generation: int = NO_GENERATION
+) -> bytes:
+    """Encode sticky user data v1 (KIP-341): topics and partitions sorted, then the generation."""
+    w = Writer()
+    w.topic_partitions(partitions, _FIELD)
+    w.int32(generation, "generation")
+    return w.getvalue()
+
+
+def decode_sticky_user_data(data: Buffer | None) -> StickyUserData:
+    """Decode sticky user data: v1 if it fits, else v0 with generation -1.
+
+    Empty or null user data (a member with no history) gives an empty assignment and generation
+    -1, as Java's ``AbstractStickyAssignor`` treats it. Bytes that fit neither layout raise the
+    :class:`~aiogroup.errors.CodecError` of the v0 attempt. (Java silently ignores such a
+    previous assignment; callers that want that should catch ``CodecError``.)
+    """
+    if not data:
+        return StickyUserData({}, NO_GENERATION)
+    r = Reader(as_bytes(data))
+    # v1 and v0 share the assignment prefix: if it does not parse, neither layout fits.
+    partitions = r.topic_partitions(_FIELD)
+    if r.remaining >= 4:
+        return StickyUserData(partitions, r.int32("generation"))
+    # v0: no generation (KIP-341: "the generation is unknown").
+    return StickyUserData(partitions, NO_GENERATION)
+
+
+def encode_cooperative_user_data(generation: int) -> bytes:
+    """Encode cooperative-sticky user data as Java writes it: a bare int32 generation."""
+    w = Writer()
+    w.int32(generation, "generation")
+    return w.getvalue()
+
+
+def generation_from_user_data(data: Buffer | None, *, strict: bool = False) -> int:
+    """The generation in cooperative-sticky (or sticky) user data, -1 if there is none.
+
+    Understands a bare int32 (Java), a sticky v1 block (librdkafka, franz-go: its generation),
+    a sticky v0 block (-1), and empty or null user data (-1, kafka-python).
+
+    Bytes that fit none of these give -1, as in Java's ``CooperativeStickyAssignor``, which falls
+    back to the default generation when user data cannot be parsed: one odd peer must not stop
+    the leader from assigning. Pass ``strict=True`` to get the
+    :class:`~aiogroup.errors.CodecError` instead.
+    """
+    if not data:
+        return NO_GENERATION
+    if len(data) == 4:
+        # A sticky block is at least 8 bytes (count + generation), so 4 bytes is Java's int32.
+        r = Reader(as_bytes(data))
+        return r.int32("generation")
+    try:
+        return decode_sticky_user_data(data).generation
+    except CodecError:
+        if strict:
+            raise
+        return NO_GENERATION

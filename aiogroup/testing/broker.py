@@ -1,0 +1,1221 @@
+"""EmbeddedBroker: a Kafka-faithful, in-process, single-node broker for tests and demos.
+
+It speaks the Kafka wire protocol on 127.0.0.1 (kafka-python 3's schema classes decode and
+encode every message), runs Apache Kafka's classic group coordinator
+(:mod:`aiogroup.testing.coordinator`, sans-I/O, driven here by the event loop's monotonic
+clock), keeps an in-memory log (:mod:`aiogroup.testing._log`) for Produce/Fetch/ListOffsets and
+offers deterministic fault injection (:mod:`aiogroup.testing.faults`).
+
+In-process::
+
+    async with EmbeddedBroker(topics={"t": 3}) as broker:
+        consumer = AIOKafkaConsumer("t", bootstrap_servers=broker.bootstrap, group_id="g")
+
+From blocking code (threads, real clients), :class:`ThreadedBroker` runs one on its own loop::
+
+    with ThreadedBroker() as broker:
+        confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, ...})
+
+As a process: ``python -m aiogroup.testing.broker --port 9092``.
+
+Like Kafka, each connection is served one request at a time, in order (Kafka mutes a channel
+while a request is in flight), so a held JoinGroup or a long-polling Fetch holds that connection
+only. Malformed input closes the offending connection, is recorded in ``broker.faults.events``
+and never disturbs other connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import logging
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from concurrent.futures import Future as ConcurrentFuture
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, TypeVar
+
+from aiogroup.errors import ConfigurationError, RemoteProtocolError, TruncatedError
+from aiogroup.testing import _wire
+from aiogroup.testing._log import CorruptRecordError, Log
+from aiogroup.testing.coordinator import (
+    CoordinatorConfig,
+    GroupCoordinator,
+    GroupView,
+    HeartbeatRequestData,
+    JoinGroupRequestData,
+    JoinGroupResponseData,
+    LeaveGroupRequestData,
+    MemberIdentity,
+    OffsetCommitPartition,
+    OffsetCommitRequestData,
+    OffsetFetchRequestData,
+    SyncGroupRequestData,
+    SyncGroupResponseData,
+)
+from aiogroup.testing.faults import GROUP_APIS, FaultRule, Faults
+
+__all__ = ["EmbeddedBroker", "RawClient", "ThreadedBroker", "main"]
+
+logger = logging.getLogger("aiogroup.testing.broker")
+
+T = TypeVar("T")
+Values = dict[str, Any]
+
+# Kafka error codes used by the data-plane handlers.
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TOPIC_EXCEPTION = 17
+UNSUPPORTED_VERSION = 35
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REQUEST = 42
+COORDINATOR_NOT_AVAILABLE = 15
+
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def _valid_topic_name(name: str | None) -> bool:
+    return (
+        bool(name)
+        and name not in (".", "..")
+        and len(name or "") <= 249
+        and set(name or "") <= _LEGAL_TOPIC_CHARS
+    )
+
+
+@dataclass(eq=False)
+class _Connection:
+    conn_id: int
+    peer: str
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    client_id: str = ""
+    member_ids: set[str] = field(default_factory=set)
+    task: asyncio.Task[None] | None = None
+
+
+class EmbeddedBroker:
+    """A single-node Kafka broker on the loopback interface (node id ``node_id``).
+
+    ``port`` 0 picks a free port at the first start and keeps it across :meth:`restart`.
+    ``topics`` maps names to partition counts created at construction. Unknown topics asked for
+    in Metadata are created with ``num_partitions`` when ``auto_create_topics`` (Kafka's
+    ``auto.create.topics.enable``) and the request allows it.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        node_id: int = 1,
+        topics: Mapping[str, int] | None = None,
+        auto_create_topics: bool = True,
+        num_partitions: int = 1,
+        coordinator_config: CoordinatorConfig | None = None,
+        verify_crc: bool = True,
+        max_frame_bytes: int = _wire.MAX_FRAME_BYTES,
+        cluster_id: str = "aiogroup-embedded",
+    ) -> None:
+        if num_partitions < 1:
+            raise ConfigurationError("num_partitions must be >= 1")
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.auto_create_topics = auto_create_topics
+        self.num_partitions = num_partitions
+        self.verify_crc = verify_crc
+        self.max_frame_bytes = max_frame_bytes
+        self.cluster_id = cluster_id
+        self.log = Log()
+        for name, count in (topics or {}).items():
+            self.log.create_topic(name, count)
+        self.coordinator = GroupCoordinator(coordinator_config or CoordinatorConfig())
+        self.faults = Faults(_cutter=self._cut, _group_view=self.coordinator.group_state)
+        self._server: asyncio.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._connections: dict[int, _Connection] = {}
+        self._conn_ids = itertools.count(1)
+        self._timer: asyncio.TimerHandle | None = None
+        self._data_event = asyncio.Event()
+        self._group_event = asyncio.Event()
+        self._producer_ids = itertools.count(1000)
+        self._started_once = False
+        self._handlers: dict[int, Callable[[_Connection, _wire.Request], Awaitable[Values | None]]]
+        self._handlers = {
+            0: self._produce,
+            1: self._fetch,
+            2: self._list_offsets,
+            3: self._metadata,
+            8: self._offset_commit,
+            9: self._offset_fetch,
+            10: self._find_coordinator,
+            11: self._join_group,
+            12: self._heartbeat,
+            13: self._leave_group,
+            14: self._sync_group,
+            15: self._describe_groups,
+            16: self._list_groups,
+            18: self._api_versions,
+            19: self._create_topics,
+            20: self._delete_topics,
+            22: self._init_producer_id,
+            37: self._create_partitions,
+        }
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    async def start(self) -> EmbeddedBroker:
+        if self._server is not None:
+            return self
+        self._loop = asyncio.get_running_loop()
+        self._data_event = asyncio.Event()
+        self._group_event = asyncio.Event()
+        self._server = await asyncio.start_server(
+            self._serve, self.host, self.port, reuse_address=True, limit=2**16
+        )
+        sock = self._server.sockets[0]
+        self.port = int(sock.getsockname()[1])
+        if self._started_once:
+            # A restarted coordinator reloads its groups from the offsets log (see coordinator).
+            self.coordinator.failover(self._loop.time())
+        self._started_once = True
+        self.faults.record("start", detail=self.bootstrap)
+        self._rearm()
+        return self
+
+    async def stop(self) -> None:
+        """Stop listening and close every connection; topics, groups and offsets are kept."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        conns = list(self._connections.values())
+        for conn in conns:
+            self._close(conn)
+        tasks = [c.task for c in conns if c.task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 5)
+        self.faults.record("stop", detail=self.bootstrap)
+
+    async def restart(self) -> None:
+        """Stop then start on the same port (connections are cut, state is kept)."""
+        self.faults.record("restart", detail=self.bootstrap)
+        await self.stop()
+        await self.start()
+
+    async def __aenter__(self) -> EmbeddedBroker:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # --- helpers for tests ------------------------------------------------------------------
+
+    def create_topic(self, name: str, num_partitions: int = 1) -> None:
+        if name in self.log.topics:
+            raise ConfigurationError(f"topic {name!r} exists")
+        if not _valid_topic_name(name):
+            raise ConfigurationError(f"invalid topic name {name!r}")
+        self.log.create_topic(name, num_partitions)
+
+    def group(self, group_id: str) -> GroupView | None:
+        return self.coordinator.group_state(group_id)
+
+    async def wait_for_group(
+        self, group_id: str, predicate: Callable[[GroupView | None], bool], timeout: float = 10.0
+    ) -> GroupView | None:
+        """Wait until ``predicate(group view)`` holds (checked after every coordinator event);
+        raises ``TimeoutError`` after ``timeout`` seconds."""
+        async with asyncio.timeout(timeout):
+            while True:
+                event = self._group_event
+                view = self.group(group_id)
+                if predicate(view):
+                    return view
+                await event.wait()
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    # --- connections ------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peername = writer.get_extra_info("peername")
+        peer = f"/{peername[0]}" if isinstance(peername, tuple) else "/127.0.0.1"
+        conn = _Connection(next(self._conn_ids), peer, reader, writer)
+        conn.task = asyncio.current_task()
+        self._connections[conn.conn_id] = conn
+        try:
+            await self._read_loop(conn)
+        except asyncio.CancelledError:
+            pass
+        except (ConnectionError, OSError):
+            pass
+        except Exception as exc:  # a bug in a handler must not take the server down
+            logger.exception("internal error on connection %s", conn.conn_id)
+            self.faults.record(
+                "closed", client_id=conn.client_id, detail=f"internal error: {exc!r}"[:300]
+            )
+        finally:
+            self._connections.pop(conn.conn_id, None)
+            self._close(conn)
+
+    def _close(self, conn: _Connection) -> None:
+        transport = conn.writer.transport
+        if not transport.is_closing():
+            transport.abort()
+
+    def _cut(self, member_id: str | None, client_id: str | None) -> int:
+        victims = [
+            c
+            for c in self._connections.values()
+            if (member_id is not None and member_id in c.member_ids)
+            or (client_id is not None and c.client_id == client_id)
+        ]
+        for conn in victims:
+            self._close(conn)
+            if conn.task is not None and conn.task is not asyncio.current_task():
+                conn.task.cancel()
+        self.faults.record(
+            "cut", client_id=client_id, member_id=member_id, detail=f"{len(victims)} connections"
+        )
+        return len(victims)
+
+    def _refuse(self, conn: _Connection, why: str) -> None:
+        logger.warning("closing connection %s from %s: %s", conn.conn_id, conn.peer, why)
+        self.faults.record("closed", client_id=conn.client_id or None, detail=why[:300])
+
+    async def _read_loop(self, conn: _Connection) -> None:
+        reader = conn.reader
+        while True:
+            try:
+                prefix = await reader.readexactly(4)
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial:
+                    self._refuse(conn, f"truncated length prefix ({len(exc.partial)} bytes)")
+                return
+            try:
+                size = _wire.frame_size(prefix, self.max_frame_bytes)
+            except (_wire.MalformedRequestError, TruncatedError) as exc:
+                self._refuse(conn, f"bad frame: {exc}")
+                return
+            try:
+                payload = await reader.readexactly(size)
+            except asyncio.IncompleteReadError as exc:
+                self._refuse(conn, f"truncated request: {len(exc.partial)} of {size} bytes")
+                return
+            try:
+                request = _wire.decode_request(payload)
+            except _wire.UnsupportedRequestError as exc:
+                if exc.api_key == 18:
+                    # KIP-511: answer an unknown ApiVersions version with v0 and our versions.
+                    await self._send(
+                        conn,
+                        exc.api_key,
+                        0,
+                        exc.correlation_id,
+                        self._api_versions_values(UNSUPPORTED_VERSION),
+                    )
+                    continue
+                self._refuse(conn, str(exc))
+                return
+            except RemoteProtocolError as exc:
+                self._refuse(conn, f"malformed request: {exc}")
+                return
+            if request.client_id:
+                conn.client_id = request.client_id
+            self._note_member(conn, request.body)
+            await self._dispatch(conn, request)
+
+    def _note_member(self, conn: _Connection, body: Any) -> None:
+        member_id = getattr(body, "member_id", None)
+        if isinstance(member_id, str) and member_id:
+            conn.member_ids.add(member_id)
+
+    async def _send(
+        self,
+        conn: _Connection,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        values: Values,
+    ) -> None:
+        frame = _wire.encode_response(api_key, api_version, correlation_id, values)
+        conn.writer.write(frame)
+        await conn.writer.drain()
+
+    async def _dispatch(self, conn: _Connection, request: _wire.Request) -> None:
+        rule = self.faults.take(request.api_key, conn.client_id, frozenset(conn.member_ids))
+        values: Values | None
+        if rule is not None and rule.action == "fail" and request.api_key in GROUP_APIS:
+            values = {"error_code": rule.error_code}
+            if request.api_key == 11:
+                values.update(
+                    generation_id=-1,
+                    member_id=request.body.member_id or "",
+                    leader="",
+                    protocol_name="",
+                )
+        else:
+            values = await self._handlers[request.api_key](conn, request)
+            if rule is not None and rule.action == "fail" and values is not None:
+                values = _with_error(values, rule.error_code)
+        if values is None:
+            return  # e.g. Produce with acks=0
+        if request.api_key == 11 and values.get("member_id"):
+            conn.member_ids.add(values["member_id"])
+        if rule is not None:
+            if rule.action == "drop":
+                return
+            if rule.action == "delay":
+                await asyncio.sleep(rule.seconds)  # the fault itself, not synchronisation
+        await self._send(conn, request.api_key, request.api_version, request.correlation_id, values)
+
+    # --- coordinator plumbing ---------------------------------------------------------------
+
+    def _now(self) -> float:
+        loop = self._loop or asyncio.get_running_loop()
+        return loop.time()
+
+    def _rearm(self) -> None:
+        """(Re)arm the single coordinator timer and wake group watchers."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._server is not None and self._loop is not None:
+            deadline = self.coordinator.next_deadline()
+            if deadline is not None:
+                self._timer = self._loop.call_at(deadline, self._on_timer)
+        event, self._group_event = self._group_event, asyncio.Event()
+        event.set()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.coordinator.on_timer(self._now())
+        self._rearm()
+
+    async def _deferred(self, call: Callable[[Callable[[T], None]], None]) -> T:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+
+        def respond(answer: T) -> None:
+            if not fut.done():
+                fut.set_result(answer)
+
+        try:
+            call(respond)
+        finally:
+            self._rearm()
+        return await fut
+
+    # --- group APIs -------------------------------------------------------------------------
+
+    async def _join_group(self, conn: _Connection, req: _wire.Request) -> Values:
+        b = req.body
+        v = req.api_version
+        data = JoinGroupRequestData(
+            group_id=b.group_id,
+            member_id=b.member_id or "",
+            protocol_type=b.protocol_type,
+            protocols=[(p.name, bytes(p.metadata or b"")) for p in (b.protocols or [])],
+            session_timeout_ms=b.session_timeout_ms,
+            rebalance_timeout_ms=b.rebalance_timeout_ms if v >= 1 else -1,
+            group_instance_id=b.group_instance_id if v >= 5 else None,
+            client_id=conn.client_id,
+            client_host=conn.peer,
+            api_version=v,
+            reason=b.reason if v >= 8 else None,
+        )
+        now = self._now()
+        resp: JoinGroupResponseData = await self._deferred(
+            lambda respond: self.coordinator.join_group(data, now, respond=respond)
+        )
+        return {
+            "error_code": resp.error_code,
+            "generation_id": resp.generation_id,
+            "protocol_type": resp.protocol_type,
+            "protocol_name": resp.protocol_name if (resp.protocol_name or v >= 7) else "",
+            "leader": resp.leader,
+            "skip_assignment": resp.skip_assignment,
+            "member_id": resp.member_id,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "metadata": m.metadata,
+                }
+                for m in resp.members
+            ],
+        }
+
+    async def _sync_group(self, conn: _Connection, req: _wire.Request) -> Values:
+        b = req.body
+        v = req.api_version
+        data = SyncGroupRequestData(
+            group_id=b.group_id,
+            generation_id=b.generation_id,
+            member_id=b.member_id,
+            assignments=[(a.member_id, bytes(a.assignment or b"")) for a in (b.assignments or [])],
+            group_instance_id=b.group_instance_id if v >= 3 else None,
+            protocol_type=b.protocol_type if v >= 5 else None,
+            protocol_name=b.protocol_name if v >= 5 else None,
+            api_version=v,
+        )
+        now = self._now()
+        resp: SyncGroupResponseData = await self._deferred(
+            lambda respond: self.coordinator.sync_group(data, now, respond=respond)
+        )
+        return {
+            "error_code": resp.error_code,
+            "protocol_type": resp.protocol_type,
+            "protocol_name": resp.protocol_name,
+            "assignment": resp.assignment,
+        }
+
+    async def _heartbeat(self, conn: _Connection, req: _wire.Request) -> Values:
+        b = req.body
+        data = HeartbeatRequestData(
+            group_id=b.group_id,
+            generation_id=b.generation_id,
+            member_id=b.member_id,
+            group_instance_id=b.group_instance_id if req.api_version >= 3 else None,
+        )
+        try:
+            resp = self.coordinator.heartbeat(data, self._now())
+        finally:
+            self._rearm()
+        return {"error_code": resp.error_code}
+
+    async def _leave_group(self, conn: _Connection, req: _wire.Request) -> Values:
+        b = req.body
+        if req.api_version <= 2:
+            members = [MemberIdentity(member_id=b.member_id)]
+        else:
+            members = [
+                MemberIdentity(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    reason=m.reason if req.api_version >= 5 else None,
+                )
+                for m in (b.members or [])
+            ]
+        try:
+            resp = self.coordinator.leave_group(
+                LeaveGroupRequestData(group_id=b.group_id, members=members), self._now()
+            )
+        finally:
+            self._rearm()
+        error_code = resp.error_code
+        if req.api_version <= 2 and error_code == NONE and resp.members:
+            error_code = resp.members[0].error_code
+        return {
+            "error_code": error_code,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "error_code": m.error_code,
+                }
+                for m in resp.members
+            ],
+        }
+
+    async def _offset_commit(self, conn: _Connection, req: _wire.Request) -> Values:
+        b = req.body
+        partitions = [
+            OffsetCommitPartition(
+                topic=t.name,
+                partition=p.partition_index,
+                committed_offset=p.committed_offset,
+                committed_leader_epoch=p.committed_leader_epoch if req.api_version >= 6 else -1,
+                committed_metadata=p.committed_metadata,
+            )
+            for t in (b.topics or [])
+            for p in (t.partitions or [])
+        ]
+        data = OffsetCommitRequestData(
+            group_id=b.group_id,
+            partitions=partitions,
+            generation_id=b.generation_id_or_member_epoch,
+            member_id=b.member_id or "",
+            group_instance_id=b.group_instance_id if req.api_version >= 7 else None,
+        )
+        try:
+            resp = self.coordinator.commit_offsets(data, self._now())
+        finally:
+            self._rearm()
+        topics: dict[str, list[Values]] = {}
+        for topic, partition, error_code in resp.partitions:
+            topics.setdefault(topic, []).append(
+                {"partition_index": partition, "error_code": error_code}
+            )
+        return {"topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
+
+    def _fetch_group_offsets(
+        self, group_id: str, topics: list[Any] | None, require_stable: bool
+    ) -> tuple[int, list[Values]]:
+        wanted = (
+            None
+            if topics is None
+            else [(t.name, int(p)) for t in topics for p in (t.partition_indexes or [])]
+        )
+        resp = self.coordinator.fetch_offsets(
+            OffsetFetchRequestData(
+                group_id=group_id, partitions=wanted, require_stable=require_stable
+            )
+        )
+        grouped: dict[str, list[Values]] = {}
+        for p in resp.partitions:
+            grouped.setdefault(p.topic, []).append(
+                {
+                    "partition_index": p.partition,
+                    "committed_offset": p.committed_offset,
+                    "committed_leader_epoch": p.committed_leader_epoch,
+                    "metadata": p.metadata,
+                    "error_code": p.error_code,
+                }
+            )
+        return resp.error_code, [{"name": n, "partitions": ps} for n, ps in grouped.items()]
+
+    async def _offset_fetch(self, conn: _Connection, req: _wire.Request) -> Values:
+        b = req.body
+        stable = bool(b.require_stable) if req.api_version >= 7 else False
+        if req.api_version >= 8:
+            groups = []
+            for g in b.groups or []:
+                error_code, topics = self._fetch_group_offsets(g.group_id, g.topics, stable)
+                groups.append({"group_id": g.group_id, "topics": topics, "error_code": error_code})
+            return {"groups": groups}
+        error_code, topics = self._fetch_group_offsets(b.group_id, b.topics, stable)
+        if req.api_version == 1 and error_code != NONE:
+            # v1 has no top-level error: Kafka reports it on every partition.
+            for t in topics:
+                for p in t["partitions"]:
+                    p["error_code"] = error_code
+        return {"topics": topics, "error_code": error_code}
+
+    async def _describe_groups(self, conn: _Connection, req: _wire.Request) -> Values:
+        described = self.coordinator.describe_groups(
+            list(req.body.groups or []), api_version=req.api_version
+        )
+        return {
+            "groups": [
+                {
+                    "error_code": g.error_code,
+                    "group_id": g.group_id,
+                    "group_state": g.group_state,
+                    "protocol_type": g.protocol_type,
+                    "protocol_data": g.protocol_data,
+                    "members": [
+                        {
+                            "member_id": m.member_id,
+                            "group_instance_id": m.group_instance_id,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "member_metadata": m.member_metadata,
+                            "member_assignment": m.member_assignment,
+                        }
+                        for m in g.members
+                    ],
+                }
+                for g in described
+            ]
+        }
+
+    async def _list_groups(self, conn: _Connection, req: _wire.Request) -> Values:
+        states = list(req.body.states_filter or []) if req.api_version >= 4 else []
+        listed = self.coordinator.list_groups(states_filter=states or None)
+        return {
+            "error_code": NONE,
+            "groups": [
+                {
+                    "group_id": g.group_id,
+                    "protocol_type": g.protocol_type,
+                    "group_state": g.group_state,
+                }
+                for g in listed
+            ],
+        }
+
+    async def _find_coordinator(self, conn: _Connection, req: _wire.Request) -> Values:
+        me = {"node_id": self.node_id, "host": self.host, "port": self.port}
+        if req.api_version >= 4:
+            return {
+                "coordinators": [
+                    {"key": key, **me, "error_code": NONE, "error_message": None}
+                    for key in (req.body.coordinator_keys or [])
+                ]
+            }
+        return {"error_code": NONE, "error_message": None, **me}
+
+    # --- cluster and topic APIs -------------------------------------------------------------
+
+    def _api_versions_values(self, error_code: int = NONE) -> Values:
+        return {
+            "error_code": error_code,
+            "api_keys": [
+                {"api_key": key, "min_version": lo, "max_version": hi}
+                for key, (lo, hi) in sorted(_wire.SUPPORTED_VERSIONS.items())
+            ],
+            "throttle_time_ms": 0,
+        }
+
+    async def _api_versions(self, conn: _Connection, req: _wire.Request) -> Values:
+        return self._api_versions_values()
+
+    def _topic_metadata(self, name: str, error_code: int = NONE) -> Values:
+        topic = self.log.topics.get(name)
+        if topic is None:
+            return {
+                "error_code": error_code or UNKNOWN_TOPIC_OR_PARTITION,
+                "name": name,
+                "topic_id": None,
+                "is_internal": False,
+                "partitions": [],
+            }
+        return {
+            "error_code": NONE,
+            "name": name,
+            "topic_id": topic.topic_id,
+            "is_internal": False,
+            "partitions": [
+                {
+                    "error_code": NONE,
+                    "partition_index": i,
+                    "leader_id": self.node_id,
+                    "leader_epoch": p.leader_epoch,
+                    "replica_nodes": [self.node_id],
+                    "isr_nodes": [self.node_id],
+                    "offline_replicas": [],
+                }
+                for i, p in enumerate(topic.partitions)
+            ],
+        }
+
+    async def _metadata(self, conn: _Connection, req: _wire.Request) -> Values:
+        b = req.body
+        v = req.api_version
+        requested = b.topics
+        if requested is None or (v == 0 and not requested):
+            names = sorted(self.log.topics)
+        else:
+            names = [t.name for t in requested]
+        allow_auto = bool(b.allow_auto_topic_creation) if v >= 4 else True
+        topics = []
+        for name in names:
+            if name not in self.log.topics:
+                if not _valid_topic_name(name):
+                    topics.append(self._topic_metadata(name or "", INVALID_TOPIC_EXCEPTION))
+                    continue
+                if self.auto_create_topics and allow_auto:
+                    self.log.create_topic(name, self.num_partitions)
+            topics.append(self._topic_metadata(name))
+        return {
+            "brokers": [
+                {"node_id": self.node_id, "host": self.host, "port": self.port, "rack": None}
+            ],
+            "cluster_id": self.cluster_id,
+            "controller_id": self.node_id,
+            "topics": topics,
+            "error_code": NONE,
+        }
+
+    async def _create_topics(self, conn: _Connection, req: _wire.Request) -> Values:
+        b = req.body
+        results = []
+        for t in b.topics or []:
+            count = t.num_partitions if t.num_partitions != -1 else self.num_partitions
+            message: str | None = None
+            if not _valid_topic_name(t.name):
+                error_code, message = INVALID_TOPIC_EXCEPTION, f"invalid topic name {t.name!r}"
+            elif t.name in self.log.topics:
+                error_code, message = TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
+            elif t.assignments:
+                count = len(t.assignments)
+                error_code = NONE
+            elif count < 1:
+                error_code, message = INVALID_PARTITIONS, "number of partitions must be >= 1"
+            else:
+                error_code = NONE
+            topic_id = None
+            if error_code == NONE and not b.validate_only:
+                topic_id = self.log.create_topic(t.name, count).topic_id
+            results.append(
+                {
+                    "name": t.name,
+                    "topic_id": topic_id,
+                    "error_code": error_code,
+                    "error_message": message,
+                    "num_partitions": count if error_code == NONE else -1,
+                    "replication_factor": 1 if error_code == NONE else -1,
+                    "configs": [],
+                }
+            )
+        return {"topics": results}
+
+    async def _delete_topics(self, conn: _Connection, req: _wire.Request) -> Values:
+        responses = []
+        for name in req.body.topic_names or []:
+            found = self.log.delete_topic(name)
+            responses.append(
+                {"name": name, "error_code": NONE if found else UNKNOWN_TOPIC_OR_PARTITION}
+            )
+        return {"responses": responses}
+
+    async def _create_partitions(self, conn: _Connection, req: _wire.Request) -> Values:
+        b = req.body
+        results = []
+        for t in b.topics or []:
+            topic = self.log.topics.get(t.name)
+            message: str | None = None
+            if topic is None:
+                error_code, message = UNKNOWN_TOPIC_OR_PARTITION, f"no topic {t.name!r}"
+            elif t.count <= len(topic.partitions):
+                error_code = INVALID_PARTITIONS
+                message = f"topic has {len(topic.partitions)} partitions; asked for {t.count}"
+            else:
+                error_code = NONE
+                if not b.validate_only:
+                    self.log.add_partitions(t.name, t.count)
+            results.append({"name": t.name, "error_code": error_code, "error_message": message})
+        return {"results": results}
+
+    async def _init_producer_id(self, conn: _Connection, req: _wire.Request) -> Values:
+        return {"error_code": NONE, "producer_id": next(self._producer_ids), "producer_epoch": 0}
+
+    # --- data plane -------------------------------------------------------------------------
+
+    async def _produce(self, conn: _Connection, req: _wire.Request) -> Values | None:
+        b = req.body
+        appended = False
+        responses = []
+        for t in b.topic_data or []:
+            parts = []
+            for p in t.partition_data or []:
+                log = self.log.partition(t.name, p.index)
+                base, error_code, message = -1, NONE, None
+                if log is None:
+                    error_code = UNKNOWN_TOPIC_OR_PARTITION
+                elif p.records is None:
+                    error_code, message = CORRUPT_MESSAGE, "null records"
+                else:
+                    try:
+                        base = log.append(bytes(p.records), verify_crc=self.verify_crc)
+                        appended = True
+                    except (CorruptRecordError, TruncatedError) as exc:
+                        error_code, message = CORRUPT_MESSAGE, str(exc)[:200]
+                parts.append(
+                    {
+                        "index": p.index,
+                        "error_code": error_code,
+                        "base_offset": base,
+                        "log_append_time_ms": -1,
+                        "log_start_offset": log.log_start_offset if log is not None else -1,
+                        "record_errors": [],
+                        "error_message": message,
+                    }
+                )
+            responses.append({"name": t.name, "partition_responses": parts})
+        if appended:
+            event, self._data_event = self._data_event, asyncio.Event()
+            event.set()
+        if b.acks == 0:
+            return None
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    def _fetch_once(self, b: Any) -> tuple[list[Values], int, bool]:
+        remaining = b.max_bytes if b.max_bytes and b.max_bytes > 0 else 2**31 - 1
+        total = 0
+        error = False
+        topics = []
+        for t in b.topics or []:
+            parts = []
+            for p in t.partitions or []:
+                log = self.log.partition(t.topic, p.partition)
+                entry: Values = {
+                    "partition_index": p.partition,
+                    "error_code": NONE,
+                    "high_watermark": -1,
+                    "last_stable_offset": -1,
+                    "log_start_offset": -1,
+                    "aborted_transactions": None,
+                    "preferred_read_replica": -1,
+                    "records": b"",
+                }
+                if log is None:
+                    entry["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
+                    error = True
+                else:
+                    entry.update(
+                        high_watermark=log.high_watermark,
+                        last_stable_offset=log.high_watermark,
+                        log_start_offset=log.log_start_offset,
+                    )
+                    if not log.log_start_offset <= p.fetch_offset <= log.high_watermark:
+                        entry["error_code"] = OFFSET_OUT_OF_RANGE
+                        error = True
+                    elif remaining > 0:
+                        limit = min(p.partition_max_bytes, remaining)
+                        data = log.read(p.fetch_offset, max(limit, 1))
+                        entry["records"] = data
+                        total += len(data)
+                        remaining -= len(data)
+                parts.append(entry)
+            topics.append({"topic": t.topic, "partitions": parts})
+        return topics, total, error
+
+    async def _fetch(self, conn: _Connection, req: _wire.Request) -> Values:
+        b = req.body
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, b.max_wait_ms) / 1000
+        while True:
+            event = self._data_event
+            topics, total, error = self._fetch_once(b)
+            wait = deadline - loop.time()
+            if error or total >= max(1, b.min_bytes) or wait <= 0:
+                break
+            # Long poll (Kafka's fetch purgatory): woken by the next append, or the deadline.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), wait)
+        return {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": topics}
+
+    async def _list_offsets(self, conn: _Connection, req: _wire.Request) -> Values:
+        topics = []
+        for t in req.body.topics or []:
+            parts = []
+            for p in t.partitions or []:
+                log = self.log.partition(t.name, p.partition_index)
+                if log is None:
+                    parts.append(
+                        {
+                            "partition_index": p.partition_index,
+                            "error_code": UNKNOWN_TOPIC_OR_PARTITION,
+                        }
+                    )
+                    continue
+                offset, timestamp = log.offset_for_timestamp(p.timestamp)
+                parts.append(
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": NONE,
+                        "timestamp": timestamp,
+                        "offset": offset,
+                        "leader_epoch": log.leader_epoch,
+                    }
+                )
+            topics.append({"name": t.name, "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _with_error(values: Values, error_code: int) -> Values:
+    """A copy of a response dict with every ``error_code`` (at any depth) set to ``error_code``."""
+    out: Values = {}
+    for key, value in values.items():
+        if key == "error_code":
+            out[key] = error_code
+        elif isinstance(value, list):
+            out[key] = [_with_error(v, error_code) if isinstance(v, dict) else v for v in value]
+        elif isinstance(value, dict):
+            out[key] = _with_error(value, error_code)
+        else:
+            out[key] = value
+    return out
+
+
+class ThreadedBroker:
+    """An :class:`EmbeddedBroker` on its own event loop in a daemon thread, for blocking code.
+
+    Calls that touch the broker are forwarded to its loop; they block the caller until done.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._broker: EmbeddedBroker | None = None
+
+    @property
+    def broker(self) -> EmbeddedBroker:
+        if self._broker is None:
+            raise ConfigurationError("the threaded broker is not started")
+        return self._broker
+
+    @property
+    def bootstrap(self) -> str:
+        return self.broker.bootstrap
+
+    @property
+    def faults(self) -> _ThreadedFaults:
+        return _ThreadedFaults(self)
+
+    def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
+        """Run ``fn()`` on the broker's loop and return its result."""
+
+        async def run() -> T:
+            return fn()
+
+        return self.run(run(), timeout)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+        if self._loop is None:
+            coro.close()
+            raise ConfigurationError("the threaded broker is not started")
+        fut: ConcurrentFuture[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return fut.result(timeout)
+
+    def start(self) -> ThreadedBroker:
+        if self._thread is not None:
+            return self
+        loop = asyncio.new_event_loop()
+        ready: ConcurrentFuture[EmbeddedBroker] = ConcurrentFuture()
+
+        def main() -> None:
+            asyncio.set_event_loop(loop)
+
+            async def boot() -> None:
+                try:
+                    ready.set_result(await EmbeddedBroker(**self._kwargs).start())
+                except BaseException as exc:
+                    ready.set_exception(exc)
+
+            loop.run_until_complete(boot())
+            loop.run_forever()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+        self._loop = loop
+        self._thread = threading.Thread(target=main, name="aiogroup-embedded-broker", daemon=True)
+        self._thread.start()
+        self._broker = ready.result(30)
+        return self
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        with contextlib.suppress(Exception):
+            self.run(self.broker.stop(), 15)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(15)
+        self._loop = self._thread = None
+
+    def restart(self) -> None:
+        self.run(self.broker.restart())
+
+    def group(self, group_id: str) -> GroupView | None:
+        return self.call(lambda: self.broker.group(group_id))
+
+    def wait_for_group(
+        self, group_id: str, predicate: Callable[[GroupView | None], bool], timeout: float = 10.0
+    ) -> GroupView | None:
+        """Block until ``predicate(view)`` holds; raises ``TimeoutError`` after ``timeout``."""
+        return self.run(self.broker.wait_for_group(group_id, predicate, timeout), timeout + 5)
+
+    def create_topic(self, name: str, num_partitions: int = 1) -> None:
+        self.call(lambda: self.broker.create_topic(name, num_partitions))
+
+    def __enter__(self) -> ThreadedBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class _ThreadedFaults:
+    """``broker.faults`` of a :class:`ThreadedBroker`: the same calls, run on the broker loop."""
+
+    def __init__(self, owner: ThreadedBroker) -> None:
+        self._owner = owner
+
+    def delay(self, api: str | int, seconds: float, **kw: Any) -> FaultRule:
+        return self._owner.call(lambda: self._owner.broker.faults.delay(api, seconds, **kw))
+
+    def drop(self, api: str | int, **kw: Any) -> FaultRule:
+        return self._owner.call(lambda: self._owner.broker.faults.drop(api, **kw))
+
+    def fail(self, api: str | int, error_code: int, **kw: Any) -> FaultRule:
+        return self._owner.call(lambda: self._owner.broker.faults.fail(api, error_code, **kw))
+
+    def cut(self, **kw: Any) -> int:
+        return self._owner.call(lambda: self._owner.broker.faults.cut(**kw))
+
+    def clear(self) -> None:
+        self._owner.call(self._owner.broker.faults.clear)
+
+    def group_state(self, group_id: str) -> GroupView | None:
+        return self._owner.group(group_id)
+
+    def generation(self, group_id: str) -> int:
+        return self._owner.call(lambda: self._owner.broker.faults.generation(group_id))
+
+    @property
+    def events(self) -> list[Any]:
+        return self._owner.call(lambda: list(self._owner.broker.faults.events))
+
+
+class RawClient:
+    """A bare Kafka connection for tests that drive the protocol by hand.
+
+    ``await client.request("JoinGroup", 5, {...})`` encodes the request from a dict with
+    kafka-python's classes and returns the decoded response object. Requests on one client are
+    answered in order (one connection), so concurrent members need one client each.
+    """
+
+    def __init__(self, bootstrap: str, *, client_id: str = "aiogroup-raw") -> None:
+        host, _, port = bootstrap.rpartition(":")
+        self.host = host or "127.0.0.1"
+        self.port = int(port)
+        self.client_id = client_id
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._lock = asyncio.Lock()
+        self._correlation = itertools.count(1)
+
+    async def connect(self) -> RawClient:
+        self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        return self
+
+    async def close(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def __aenter__(self) -> RawClient:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def send_raw(self, data: bytes) -> None:
+        if self._writer is None:
+            raise ConfigurationError("RawClient is not connected")
+        self._writer.write(data)
+        await self._writer.drain()
+
+    async def read_frame(self) -> bytes:
+        """One response payload (without its length prefix); EOF raises IncompleteReadError."""
+        if self._reader is None:
+            raise ConfigurationError("RawClient is not connected")
+        size = _wire.frame_size(await self._reader.readexactly(4))
+        return await self._reader.readexactly(size)
+
+    async def request(
+        self, api: str | int, version: int, values: Mapping[str, Any], timeout: float = 30.0
+    ) -> Any:
+        api_key = api if isinstance(api, int) else _wire.API_KEYS_BY_NAME[api]
+        async with self._lock:
+            correlation_id = next(self._correlation)
+            frame = _wire.encode_request(
+                api_key, version, values, correlation_id=correlation_id, client_id=self.client_id
+            )
+            await self.send_raw(frame)
+            async with asyncio.timeout(timeout):
+                payload = await self.read_frame()
+        response = _wire.decode_response(api_key, version, payload)
+        got = response.header.correlation_id
+        if got != correlation_id:
+            raise RemoteProtocolError(f"correlation id {got} != {correlation_id}")
+        return response
+
+
+# --- command line ---------------------------------------------------------------------------
+
+
+def _parse_topic(spec: str) -> tuple[str, int]:
+    name, _, count = spec.partition(":")
+    try:
+        return name, int(count or "1")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"bad topic spec {spec!r} (want NAME[:PARTITIONS])"
+        ) from None
+
+
+async def _run_cli(args: argparse.Namespace) -> None:
+    config = CoordinatorConfig(
+        initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
+        group_min_session_timeout_ms=args.group_min_session_timeout_ms,
+    )
+    broker = EmbeddedBroker(
+        host=args.host,
+        port=args.port,
+        topics=dict(args.topic or []),
+        auto_create_topics=not args.no_auto_create_topics,
+        num_partitions=args.num_partitions,
+        coordinator_config=config,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    async with broker:
+        print(f"aiogroup embedded broker listening on {broker.bootstrap}", flush=True)
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m aiogroup.testing.broker", description="aiogroup's embedded Kafka broker"
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9092)
+    parser.add_argument(
+        "--topic",
+        action="append",
+        type=_parse_topic,
+        help="create NAME[:PARTITIONS] at start (repeatable)",
+    )
+    parser.add_argument(
+        "--num-partitions", type=int, default=1, help="partitions of auto-created topics"
+    )
+    parser.add_argument("--no-auto-create-topics", action="store_true")
+    parser.add_argument("--initial-rebalance-delay-ms", type=int, default=0)
+    parser.add_argument("--group-min-session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--log-level", default="WARNING")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_run_cli(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1362 @@
+"""The embedded broker's group coordinator: Apache Kafka's *classic* coordinator, sans-I/O.
+
+This module is pure: no asyncio, no sockets, no clock. Time is the ``now`` argument (seconds, any
+monotonic origin) of every call. Requests and responses are plain dataclasses; the asyncio server
+(:mod:`aiogroup.testing.broker`) translates kafka-python's wire classes to and from them.
+
+Rules follow Apache Kafka's classic group coordinator (``GroupCoordinator.scala`` /
+``GroupMetadata.scala`` in Kafka 2.x-3.x, ``GroupMetadataManager`` + ``ClassicGroup`` in the
+``group-coordinator`` module of 3.7+); each rule cites where it comes from.
+
+How the server wires it (one coordinator per broker, shared by every connection)::
+
+    coord = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=0))
+
+    # JoinGroup / SyncGroup answers may be deferred: pass a callback; it is called exactly once,
+    # either before the method returns or later, from inside another call (another member's
+    # request, on_timer(now), ...). If the client disconnected, make the callback a no-op.
+    coord.join_group(JoinGroupRequestData(...), now, respond=send_join_response)
+    coord.sync_group(SyncGroupRequestData(...), now, respond=send_sync_response)
+
+    # The others answer at once.
+    coord.heartbeat(HeartbeatRequestData(...), now) -> HeartbeatResponseData
+    coord.leave_group(LeaveGroupRequestData(...), now) -> LeaveGroupResponseData
+    coord.commit_offsets(OffsetCommitRequestData(...), now) -> OffsetCommitResponseData
+    coord.fetch_offsets(OffsetFetchRequestData(...)) -> OffsetFetchResponseData
+    coord.describe_groups([group_id, ...]) -> list[DescribedGroup]
+    coord.list_groups(states_filter=None) -> list[ListedGroup]
+    coord.delete_groups([group_id, ...]) -> list[tuple[group_id, error_code]]
+
+    # Timers: after every call, (re)arm one timer at coord.next_deadline() (None: nothing
+    # pending); when it fires call coord.on_timer(now). Calling on_timer early is harmless.
+
+    # Broker "restart" / coordinator failover (fault injection): coord.failover(now).
+    # What Kafka does when a coordinator moves: the new one reloads each group from the
+    # __consumer_offsets log, i.e. the group as of its last stored GroupMetadata record (written
+    # when a rebalance completes and when the group empties), with its members (Stable) or none
+    # (Empty), and every committed offset. In-flight JoinGroup/SyncGroup callbacks are dropped
+    # (the server closes connections on restart anyway); session timers restart from ``now``.
+
+    # Inspection for tests and the fault API:
+    coord.group_state(group_id) -> GroupView | None
+
+Version-dependent behaviour is driven by ``api_version`` in the request dataclasses (the wire
+version the client used): MEMBER_ID_REQUIRED only for JoinGroup v4+ (KIP-394), SkipAssignment for
+v9+ (KIP-814), protocol type/name checks only when a v5 SyncGroup sends them (KIP-559).
+
+Error codes are plain ints (see :class:`ErrorCode`); the coordinator never raises for a bad
+request, it answers with the error code Kafka would. It raises :class:`LocalProtocolError` only
+when misused (e.g. a negative ``now`` jump is tolerated, but a respond callback that raises is
+propagated as :class:`CoordinatorCallbackError`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from aiogroup.errors import CallbackError, ConfigurationError, LocalProtocolError
+from aiogroup.testing._group import ClassicGroup, Member, State
+
+__all__ = [
+    "CoordinatorCallbackError",
+    "CoordinatorConfig",
+    "DescribedGroup",
+    "DescribedMember",
+    "ErrorCode",
+    "GroupCoordinator",
+    "GroupState",
+    "GroupView",
+    "HeartbeatRequestData",
+    "HeartbeatResponseData",
+    "JoinGroupMember",
+    "JoinGroupRequestData",
+    "JoinGroupResponseData",
+    "LeaveGroupMemberResponse",
+    "LeaveGroupRequestData",
+    "LeaveGroupResponseData",
+    "ListedGroup",
+    "MemberIdentity",
+    "MemberView",
+    "OffsetCommitPartition",
+    "OffsetCommitRequestData",
+    "OffsetCommitResponseData",
+    "OffsetFetchPartition",
+    "OffsetFetchRequestData",
+    "OffsetFetchResponseData",
+    "SyncGroupRequestData",
+    "SyncGroupResponseData",
+]
+
+
+class ErrorCode(IntEnum):
+    """The Kafka error codes the coordinator answers with."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    OFFSET_METADATA_TOO_LARGE = 12
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
+    MEMBER_ID_REQUIRED = 79
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
+
+
+class CoordinatorCallbackError(CallbackError):
+    """A ``respond`` callback raised; the coordinator's state is already updated."""
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    """Broker settings of the classic coordinator (Kafka's names, milliseconds).
+
+    ``initial_rebalance_delay_ms`` is ``group.initial.rebalance.delay.ms`` (Kafka's default is
+    3000; ours 0 for fast tests). ``group_max_size`` None means unlimited (Kafka's default is
+    Integer.MAX_VALUE). ``offset_metadata_max_bytes`` is ``offset.metadata.max.bytes``.
+    """
+
+    initial_rebalance_delay_ms: int = 0
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int | None = None
+    offset_metadata_max_bytes: int = 4096
+    #: How long a member that left (or was evicted) is remembered to answer FENCED/UNKNOWN; unused
+    #: by Kafka, kept for symmetry. A new member's JoinGroup is held at most this long past the
+    #: rebalance timeout (Kafka: ``group.new.member.join.timeout`` = 5 min, KIP-345 pending).
+    new_member_join_timeout_ms: int = 300_000
+
+    def __post_init__(self) -> None:
+        if self.initial_rebalance_delay_ms < 0:
+            raise ConfigurationError("initial_rebalance_delay_ms must be >= 0")
+        if not 0 <= self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
+            raise ConfigurationError("need 0 <= group_min_session_timeout_ms <= max")
+        if self.group_max_size is not None and self.group_max_size < 1:
+            raise ConfigurationError("group_max_size must be >= 1 (or None)")
+        if self.offset_metadata_max_bytes < 0 or self.new_member_join_timeout_ms < 0:
+            raise ConfigurationError("offset_metadata_max_bytes and timeouts must be >= 0")
+
+
+# --- JoinGroup ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupRequestData:
+    """A JoinGroup request. ``rebalance_timeout_ms`` -1 (v0) means the session timeout."""
+
+    group_id: str
+    member_id: str
+    protocol_type: str
+    protocols: Sequence[tuple[str, bytes]]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int = -1
+    group_instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 9
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResponseData:
+    """``members`` is filled for the leader only (unless ``skip_assignment``, KIP-814)."""
+
+    error_code: int
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: tuple[JoinGroupMember, ...] = ()
+    skip_assignment: bool = False
+
+
+# --- SyncGroup ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupRequestData:
+    """A SyncGroup request; ``protocol_type``/``protocol_name`` are v5's (None when absent)."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    assignments: Sequence[tuple[str, bytes]] = ()
+    group_instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    api_version: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupResponseData:
+    error_code: int
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+# --- Heartbeat ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequestData:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResponseData:
+    error_code: int
+
+
+# --- LeaveGroup -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MemberIdentity:
+    """One leaving member. v0-2 requests carry one, built from the request's member_id (the
+    server should then copy the first result's error into the top-level error, as Kafka does)."""
+
+    member_id: str
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupRequestData:
+    group_id: str
+    members: Sequence[MemberIdentity]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupMemberResponse:
+    member_id: str
+    group_instance_id: str | None
+    error_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupResponseData:
+    error_code: int
+    members: tuple[LeaveGroupMemberResponse, ...] = ()
+
+
+# --- Offsets --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitPartition:
+    topic: str
+    partition: int
+    committed_offset: int
+    committed_leader_epoch: int = -1
+    committed_metadata: str | None = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequestData:
+    """``generation_id`` -1 with empty ``member_id``: a simple (admin / assign()) commit."""
+
+    group_id: str
+    partitions: Sequence[OffsetCommitPartition]
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResponseData:
+    """One ``(topic, partition, error_code)`` per requested partition, in request order."""
+
+    partitions: tuple[tuple[str, int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchRequestData:
+    """``partitions`` None asks for every committed offset of the group (v2+)."""
+
+    group_id: str
+    partitions: Sequence[tuple[str, int]] | None = None
+    require_stable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchPartition:
+    topic: str
+    partition: int
+    committed_offset: int = -1
+    committed_leader_epoch: int = -1
+    metadata: str | None = ""
+    error_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponseData:
+    error_code: int
+    partitions: tuple[OffsetFetchPartition, ...] = ()
+
+
+# --- DescribeGroups / ListGroups / inspection ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    member_metadata: bytes
+    member_assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedGroup:
+    """Kafka's DescribeGroups answer; a nonexistent group is ``Dead`` with no error (v0-5)."""
+
+    error_code: int
+    group_id: str
+    group_state: str
+    protocol_type: str
+    protocol_data: str
+    members: tuple[DescribedMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    group_state: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    assignment: bytes | None
+    awaiting_join: bool
+    awaiting_sync: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    """A read-only snapshot of one group, for tests and the fault-injection API."""
+
+    group_id: str
+    state: str
+    generation_id: int
+    protocol_type: str | None
+    protocol_name: str | None
+    leader: str | None
+    members: tuple[MemberView, ...] = field(default=())
+    pending_members: tuple[str, ...] = field(default=())
+
+
+JoinCallback = Callable[[JoinGroupResponseData], None]
+SyncCallback = Callable[[SyncGroupResponseData], None]
+
+
+GroupState = State
+"""The classic group states (``Empty``, ``PreparingRebalance``, ...) as Kafka spells them."""
+
+# Kafka's GroupCoordinator.NewMemberJoinTimeoutMs (KIP-345 follow-up, KAFKA-9232).
+_NO_MEMBER_ID = ""
+
+
+@dataclass(eq=False)
+class _Offset:
+    committed_offset: int
+    committed_leader_epoch: int
+    metadata: str
+
+
+class GroupCoordinator:
+    """Kafka's classic group coordinator, sans-I/O. See the module docstring for the wiring.
+
+    ``id_factory(prefix)`` makes member ids (default ``f"{prefix}-{uuid4()}"``, the prefix being
+    the client_id, or the group_instance_id for static members, as Kafka does).
+
+    Every public call first runs the timers that are due at ``now`` (so a late ``on_timer`` never
+    lets an expired member act), then handles the request, then runs what became due at once
+    (e.g. a zero initial rebalance delay). Parked answers are delivered after the coordinator's
+    state is consistent, so a ``respond`` callback may safely call the coordinator again.
+    """
+
+    def __init__(
+        self,
+        config: CoordinatorConfig | None = None,
+        *,
+        id_factory: Callable[[str], str] | None = None,
+    ) -> None:
+        self.config = config if config is not None else CoordinatorConfig()
+        self._id_factory = id_factory if id_factory is not None else _uuid_member_id
+        self._groups: dict[str, ClassicGroup] = {}
+        self._offsets: dict[str, dict[tuple[str, int], _Offset]] = {}
+        self._outbox: list[tuple[Callable[[Any], None], object]] = []
+        self._flushing = False
+
+    # ================================================================ JoinGroup
+
+    def join_group(self, request: JoinGroupRequestData, now: float, respond: JoinCallback) -> None:
+        """Handle a JoinGroup; ``respond`` is called once, now or later (``handleJoinGroup``)."""
+        self._run_timers(now)
+        self._join(request, now, respond)
+        self._run_timers(now)
+        self._flush()
+
+    def _join(self, req: JoinGroupRequestData, now: float, respond: JoinCallback) -> None:
+        def fail(code: ErrorCode, member_id: str = req.member_id) -> None:
+            self._send(respond, JoinGroupResponseData(error_code=code, member_id=member_id))
+
+        if not req.group_id:
+            return fail(ErrorCode.INVALID_GROUP_ID)
+        cfg = self.config
+        if not (
+            cfg.group_min_session_timeout_ms
+            <= req.session_timeout_ms
+            <= cfg.group_max_session_timeout_ms
+        ):
+            return fail(ErrorCode.INVALID_SESSION_TIMEOUT)
+        is_unknown = req.member_id == _NO_MEMBER_ID
+        group = self._groups.get(req.group_id)
+        if group is None:
+            # The group is created only by a member without id; a member naming an id for a
+            # group we do not know is told UNKNOWN_MEMBER_ID (getOrMaybeCreateGroup).
+            if not is_unknown:
+                return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+            group = ClassicGroup(req.group_id)
+            self._groups[req.group_id] = group
+
+        if not self._accept_joining_member(group, req.member_id):
+            removed = group.remove(req.member_id)
+            if removed is not None:
+                self._answer_parked(removed, ErrorCode.UNKNOWN_MEMBER_ID)
+            fail(ErrorCode.GROUP_MAX_SIZE_REACHED, _NO_MEMBER_ID)
+        elif is_unknown:
+            self._new_member_join(group, req, now, respond)
+        else:
+            self._current_member_join(group, req, now, respond)
+
+        if group.is_in(State.PREPARING_REBALANCE):
+            self._try_complete_join(group, now)
+
+    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
+        """GROUP_MAX_SIZE_REACHED rule (KIP-389, ``acceptJoiningMember``)."""
+        max_size = self.config.group_max_size
+        if max_size is None or group.is_in(State.EMPTY, State.DEAD):
+            return True
+        if group.is_in(State.PREPARING_REBALANCE):
+            # Counting the members awaiting join (not the group size) lets the last rejoining
+            # members be the ones turned away when the limit was lowered.
+            member = group.members.get(member_id)
+            return (member is not None and member.is_awaiting_join) or (
+                group.num_awaiting_join() < max_size
+            )
+        return group.has(member_id) or len(group.members) < max_size
+
+    def _rebalance_timeout(self, req: JoinGroupRequestData) -> int:
+        # JoinGroup v0 has no rebalance timeout: the session timeout is used (KIP-62).
+        return req.rebalance_timeout_ms if req.rebalance_timeout_ms >= 0 else req.session_timeout_ms
+
+    def _new_member_join(
+        self, group: ClassicGroup, req: JoinGroupRequestData, now: float, respond: JoinCallback
+    ) -> None:
+        names = frozenset(name for name, _ in req.protocols)
+        if group.is_in(State.DEAD):
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif not group.supports_protocols(req.protocol_type, names):
+            code = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        else:
+            code = ErrorCode.NONE
+        if code != ErrorCode.NONE:
+            self._send(respond, JoinGroupResponseData(error_code=code, member_id=_NO_MEMBER_ID))
+            return
+        prefix = req.group_instance_id if req.group_instance_id is not None else req.client_id
+        new_member_id = self._id_factory(prefix)
+        if req.group_instance_id is not None:
+            old_member_id = group.static_members.get(req.group_instance_id)
+            if old_member_id is not None:
+                # KIP-345: a known static member restarted; it takes over its old identity.
+                self._update_static_member_and_rebalance(
+                    group, old_member_id, new_member_id, req, now, respond
+                )
+            else:
+                self._add_member_and_rebalance(group, new_member_id, req, now, respond)
+        elif req.api_version >= 4:
+            # KIP-394: JoinGroup v4+ without a member id gets one to come back with; the id is
+            # remembered as pending (blocking the join from completing) for a session timeout.
+            group.pending_members[new_member_id] = now + req.session_timeout_ms / 1000
+            self._send(
+                respond,
+                JoinGroupResponseData(
+                    error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id=new_member_id
+                ),
+            )
+        else:
+            self._add_member_and_rebalance(group, new_member_id, req, now, respond)
+
+    def _current_member_join(
+        self, group: ClassicGroup, req: JoinGroupRequestData, now: float, respond: JoinCallback
+    ) -> None:
+        member_id = req.member_id
+        names = frozenset(name for name, _ in req.protocols)
+
+        def fail(code: ErrorCode) -> None:
+            self._send(respond, JoinGroupResponseData(error_code=code, member_id=member_id))
+
+        if group.is_in(State.DEAD):
+            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not group.supports_protocols(req.protocol_type, names):
+            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if member_id in group.pending_members:
+            if req.group_instance_id is not None:
+                # Kafka throws IllegalStateException here (a pending member is never static),
+                # which reaches the client as UNKNOWN_SERVER_ERROR.
+                return fail(ErrorCode.UNKNOWN_SERVER_ERROR)
+            return self._add_member_and_rebalance(group, member_id, req, now, respond)
+        error = self._validate_current_member(group, member_id, req.group_instance_id)
+        if error is not None:
+            return fail(error)
+        member = group.members[member_id]
+        if group.is_in(State.PREPARING_REBALANCE):
+            self._update_member_and_rebalance(group, member, req, now, respond)
+        elif group.is_in(State.COMPLETING_REBALANCE):
+            if member.matches(req.protocols):
+                # Same metadata: the member probably lost our JoinGroup answer; answer again.
+                self._send(respond, self._join_result(group, member, with_members=None))
+            else:
+                self._update_member_and_rebalance(group, member, req, now, respond)
+        elif group.is_in(State.STABLE):
+            if group.is_leader(member_id) or not member.matches(req.protocols):
+                # The leader's rejoin always rebalances: it is how it signals changes that its
+                # metadata does not show (e.g. new partitions).
+                self._update_member_and_rebalance(group, member, req, now, respond)
+            else:
+                self._send(respond, self._join_result(group, member, with_members=False))
+        else:
+            fail(ErrorCode.UNKNOWN_MEMBER_ID)
+
+    def _join_result(
+        self,
+        group: ClassicGroup,
+        member: Member,
+        *,
+        with_members: bool | None,
+        leader: str | None = None,
+        skip_assignment: bool = False,
+    ) -> JoinGroupResponseData:
+        """A successful JoinGroup answer; ``with_members`` None means "if it is the leader"."""
+        if with_members is None:
+            with_members = group.is_leader(member.member_id)
+        members: tuple[JoinGroupMember, ...] = ()
+        if with_members and group.protocol_name is not None:
+            protocol = group.protocol_name
+            members = tuple(
+                JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(protocol))
+                for m in group.members.values()
+            )
+        return JoinGroupResponseData(
+            error_code=ErrorCode.NONE,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=(leader if leader is not None else group.leader_id) or "",
+            member_id=member.member_id,
+            members=members,
+            skip_assignment=skip_assignment,
+        )
+
+    def _add_member_and_rebalance(
+        self,
+        group: ClassicGroup,
+        member_id: str,
+        req: JoinGroupRequestData,
+        now: float,
+        respond: JoinCallback,
+    ) -> None:
+        member = Member(
+            member_id=member_id,
+            group_instance_id=req.group_instance_id,
+            client_id=req.client_id,
+            client_host=req.client_host,
+            rebalance_timeout_ms=self._rebalance_timeout(req),
+            session_timeout_ms=req.session_timeout_ms,
+            protocol_type=req.protocol_type,
+            protocols=tuple(req.protocols),
+            is_new=True,
+        )
+        # The initial delay is extended only while the group has never formed (generation 0).
+        if group.is_in(State.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member, respond)
+        # A new member has no id to heartbeat with yet: it expires on the new-member join
+        # timeout instead, so a client that gave up does not hold the rebalance forever.
+        member.heartbeat_deadline = now + self.config.new_member_join_timeout_ms / 1000
+        self._maybe_prepare_rebalance(group, now)
+
+    def _update_member(
+        self,
+        group: ClassicGroup,
+        member: Member,
+        req: JoinGroupRequestData,
+        respond: JoinCallback | None,
+    ) -> None:
+        member.protocols = tuple(req.protocols)
+        member.rebalance_timeout_ms = self._rebalance_timeout(req)
+        member.session_timeout_ms = req.session_timeout_ms
+        if respond is not None:
+            if member.join_callback is not None:
+                # Kafka silently drops a superseded JoinGroup (the client gave up on it); we
+                # answer it so each callback is called exactly once.
+                self._send(
+                    member.join_callback,
+                    JoinGroupResponseData(
+                        error_code=ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id
+                    ),
+                )
+            member.join_callback = respond
+
+    def _update_member_and_rebalance(
+        self,
+        group: ClassicGroup,
+        member: Member,
+        req: JoinGroupRequestData,
+        now: float,
+        respond: JoinCallback,
+    ) -> None:
+        self._update_member(group, member, req, respond)
+        self._maybe_prepare_rebalance(group, now)
+
+    def _update_static_member_and_rebalance(
+        self,
+        group: ClassicGroup,
+        old_member_id: str,
+        new_member_id: str,
+        req: JoinGroupRequestData,
+        now: float,
+        respond: JoinCallback,
+    ) -> None:
+        """KIP-345 static member restart (``updateStaticMemberAndRebalance``)."""
+        assert req.group_instance_id is not None
+        current_leader = group.leader_id
+        old = group.members[old_member_id]
+        # Fence whatever the old incarnation still has parked (FENCED_INSTANCE_ID).
+        if old.join_callback is not None:
+            cb, old.join_callback = old.join_callback, None
+            self._send(
+                cb,
+                JoinGroupResponseData(
+                    error_code=ErrorCode.FENCED_INSTANCE_ID, member_id=old_member_id
+                ),
+            )
+        if old.sync_callback is not None:
+            scb, old.sync_callback = old.sync_callback, None
+            self._send(scb, SyncGroupResponseData(error_code=ErrorCode.FENCED_INSTANCE_ID))
+        member = group.replace_static_member(req.group_instance_id, old_member_id, new_member_id)
+        self._schedule_heartbeat(member, now)
+        self._update_member(group, member, req, respond)
+
+        if group.is_in(State.STABLE):
+            # No rebalance unless the group's protocol would change with the new metadata.
+            if group.select_protocol() == group.protocol_name:
+                group.stored = group.to_stored()
+                join_cb = member.join_callback
+                member.join_callback = None
+                if join_cb is None:  # pragma: no cover - set just above
+                    return
+                if req.api_version >= 9:
+                    # KIP-814: tell a returning static leader it leads, but must not assign.
+                    is_leader = group.is_leader(new_member_id)
+                    self._send(
+                        join_cb,
+                        self._join_result(
+                            group, member, with_members=is_leader, skip_assignment=is_leader
+                        ),
+                    )
+                else:
+                    # Before v9: report the old leader id so that a returning leader does not
+                    # believe it leads and runs a pointless assignment in a Stable group.
+                    self._send(
+                        join_cb,
+                        self._join_result(
+                            group, member, with_members=False, leader=current_leader or ""
+                        ),
+                    )
+            else:
+                self._maybe_prepare_rebalance(group, now)
+        elif group.is_in(State.COMPLETING_REBALANCE):
+            # The leader may have been sent the old member id; its assignment would miss the
+            # new id, so start over.
+            self._prepare_rebalance(group, now)
+        # PreparingRebalance: the member now simply awaits the join like the others.
+
+    def _maybe_prepare_rebalance(self, group: ClassicGroup, now: float) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, now)
+
+    def _prepare_rebalance(self, group: ClassicGroup, now: float) -> None:
+        if group.is_in(State.COMPLETING_REBALANCE):
+            # Members waiting for their assignment must rejoin instead.
+            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS, now)
+        group.pending_sync_members.clear()
+        group.sync_deadline = None
+        if group.is_in(State.EMPTY):
+            # group.initial.rebalance.delay.ms (KIP-134): the first rebalance of an empty group
+            # waits, and is extended by the same delay whenever a new member arrives, for at
+            # most the rebalance timeout (InitialDelayedJoin).
+            delay = self.config.initial_rebalance_delay_ms
+            group.join_is_initial = True
+            group.initial_delay_ms = delay
+            group.initial_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
+            group.join_deadline = now + delay / 1000
+        else:
+            group.join_is_initial = False
+            group.join_deadline = now + group.rebalance_timeout_ms() / 1000
+        group.transition_to(State.PREPARING_REBALANCE)
+        self._try_complete_join(group, now)
+
+    def _try_complete_join(self, group: ClassicGroup, now: float) -> None:
+        """DelayedJoin.tryComplete: done once every member rejoined (InitialDelayedJoin only
+        completes on its timer)."""
+        if (
+            group.is_in(State.PREPARING_REBALANCE)
+            and group.join_deadline is not None
+            and not group.join_is_initial
+            and group.has_all_members_joined()
+        ):
+            self._complete_join(group, now)
+
+    def _expire_join(self, group: ClassicGroup, now: float) -> None:
+        if group.join_is_initial and group.new_member_added and group.initial_remaining_ms != 0:
+            group.new_member_added = False
+            delay = min(self.config.initial_rebalance_delay_ms, group.initial_remaining_ms)
+            group.initial_remaining_ms = max(group.initial_remaining_ms - group.initial_delay_ms, 0)
+            group.initial_delay_ms = delay
+            group.join_deadline = now + delay / 1000
+            return
+        self._complete_join(group, now)
+
+    def _complete_join(self, group: ClassicGroup, now: float) -> None:
+        """``onCompleteJoin``: drop dynamic members that did not rejoin, bump the generation,
+        answer every parked JoinGroup (the leader gets the members' metadata)."""
+        group.join_deadline = None
+        for member in group.not_yet_rejoined():
+            if member.group_instance_id is None:
+                # Static members stay until their session expires (KIP-345).
+                group.remove(member.member_id)
+                self._answer_parked(member, ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_in(State.DEAD):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Only static members that did not rejoin are left: wait another rebalance timeout
+            # for them to come back or for their sessions to expire.
+            group.join_is_initial = False
+            group.join_deadline = now + max(group.rebalance_timeout_ms(), 1) / 1000
+            return
+        group.init_next_generation()
+        if group.is_in(State.EMPTY):
+            group.stored = group.to_stored()
+            return
+        for member in group.members.values():
+            if member.join_callback is not None:
+                cb, member.join_callback = member.join_callback, None
+                self._send(cb, self._join_result(group, member, with_members=None))
+            self._schedule_heartbeat(member, now)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        # KAFKA-13395 (DelayedSync): members must send SyncGroup within the rebalance timeout.
+        group.sync_generation = group.generation_id
+        group.sync_deadline = now + group.rebalance_timeout_ms() / 1000
+
+    # ================================================================ SyncGroup
+
+    def sync_group(self, request: SyncGroupRequestData, now: float, respond: SyncCallback) -> None:
+        """Handle a SyncGroup; ``respond`` is called once, now or when the leader's assignment
+        arrives (``handleSyncGroup``)."""
+        self._run_timers(now)
+        self._sync(request, now, respond)
+        self._run_timers(now)
+        self._flush()
+
+    def _sync(self, req: SyncGroupRequestData, now: float, respond: SyncCallback) -> None:
+        def fail(code: ErrorCode) -> None:
+            self._send(respond, SyncGroupResponseData(error_code=code))
+
+        if not req.group_id:
+            return fail(ErrorCode.INVALID_GROUP_ID)
+        group = self._groups.get(req.group_id)
+        if group is None:
+            return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_in(State.DEAD):
+            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        error = self._validate_current_member(group, req.member_id, req.group_instance_id)
+        if error is None and req.generation_id != group.generation_id:
+            error = ErrorCode.ILLEGAL_GENERATION
+        # KIP-559 (SyncGroup v5): the protocol type and name, when sent, must be the group's.
+        if error is None and (
+            (req.protocol_type is not None and req.protocol_type != group.protocol_type)
+            or (req.protocol_name is not None and req.protocol_name != group.protocol_name)
+        ):
+            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        if error is not None:
+            return fail(error)
+
+        if group.is_in(State.EMPTY):
+            fail(ErrorCode.UNKNOWN_MEMBER_ID)
+        elif group.is_in(State.PREPARING_REBALANCE):
+            fail(ErrorCode.REBALANCE_IN_PROGRESS)
+        elif group.is_in(State.COMPLETING_REBALANCE):
+            member = group.members[req.member_id]
+            if member.sync_callback is not None:
+                # Superseded (Kafka drops it silently); answered so it is called exactly once.
+                self._send(
+                    member.sync_callback,
+                    SyncGroupResponseData(error_code=ErrorCode.REBALANCE_IN_PROGRESS),
+                )
+            member.sync_callback = respond
+            self._remove_pending_sync_member(group, req.member_id)
+            if group.is_leader(req.member_id):
+                # The leader's assignment completes the rebalance; members it left out get an
+                # empty assignment (Kafka logs a warning and does the same).
+                assignment = dict(req.assignments)
+                for m in group.members.values():
+                    m.assignment = assignment.get(m.member_id, b"")
+                group.stored = group.to_stored()
+                self._propagate_assignment(group, ErrorCode.NONE, now)
+                group.transition_to(State.STABLE)
+        elif group.is_in(State.STABLE):
+            self._remove_pending_sync_member(group, req.member_id)
+            member = group.members[req.member_id]
+            self._send(
+                respond,
+                SyncGroupResponseData(
+                    error_code=ErrorCode.NONE,
+                    assignment=member.assignment,
+                    protocol_type=group.protocol_type,
+                    protocol_name=group.protocol_name,
+                ),
+            )
+            self._schedule_heartbeat(member, now)
+
+    def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
+        group.pending_sync_members.discard(member_id)
+        if not group.pending_sync_members:
+            group.sync_deadline = None
+
+    def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode, now: float) -> None:
+        ok = error == ErrorCode.NONE
+        for member in group.members.values():
+            if member.sync_callback is not None:
+                cb, member.sync_callback = member.sync_callback, None
+                self._send(
+                    cb,
+                    SyncGroupResponseData(
+                        error_code=error,
+                        assignment=member.assignment,
+                        protocol_type=group.protocol_type if ok else None,
+                        protocol_name=group.protocol_name if ok else None,
+                    ),
+                )
+                # The session restarts once the member has its answer: while it waited its
+                # heartbeat deadline was considered satisfied.
+                self._schedule_heartbeat(member, now)
+
+    def _reset_and_propagate_assignment_error(
+        self, group: ClassicGroup, error: ErrorCode, now: float
+    ) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error, now)
+
+    # ================================================================ Heartbeat
+
+    def heartbeat(self, request: HeartbeatRequestData, now: float) -> HeartbeatResponseData:
+        """``handleHeartbeat``: refreshes the session of a valid member."""
+        self._run_timers(now)
+        code = self._heartbeat(request, now)
+        self._run_timers(now)
+        self._flush()
+        return HeartbeatResponseData(error_code=code)
+
+    def _heartbeat(self, req: HeartbeatRequestData, now: float) -> ErrorCode:
+        if not req.group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        group = self._groups.get(req.group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_in(State.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_current_member(group, req.member_id, req.group_instance_id)
+        if error is not None:
+            return error
+        if req.generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.is_in(State.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._schedule_heartbeat(group.members[req.member_id], now)
+        if group.is_in(State.PREPARING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        # CompletingRebalance answers NONE: a member may heartbeat between its JoinGroup answer
+        # and its SyncGroup (Kafka 2.x+; older brokers said REBALANCE_IN_PROGRESS).
+        return ErrorCode.NONE
+
+    # ================================================================ LeaveGroup
+
+    def leave_group(self, request: LeaveGroupRequestData, now: float) -> LeaveGroupResponseData:
+        """``handleLeaveGroup``: per-member results (v3+ batch; KIP-345 leave by instance id)."""
+        self._run_timers(now)
+        response = self._leave(request, now)
+        self._run_timers(now)
+        self._flush()
+        return response
+
+    def _leave(self, req: LeaveGroupRequestData, now: float) -> LeaveGroupResponseData:
+        def result(ident: MemberIdentity, code: ErrorCode) -> LeaveGroupMemberResponse:
+            return LeaveGroupMemberResponse(ident.member_id, ident.group_instance_id, code)
+
+        if not req.group_id:
+            return LeaveGroupResponseData(error_code=ErrorCode.INVALID_GROUP_ID)
+        group = self._groups.get(req.group_id)
+        if group is None:
+            return LeaveGroupResponseData(
+                error_code=ErrorCode.NONE,
+                members=tuple(result(i, ErrorCode.UNKNOWN_MEMBER_ID) for i in req.members),
+            )
+        if group.is_in(State.DEAD):
+            return LeaveGroupResponseData(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        results: list[LeaveGroupMemberResponse] = []
+        for ident in req.members:
+            if ident.member_id == _NO_MEMBER_ID:
+                # Administrative removal by group.instance.id alone (KIP-345).
+                current = (
+                    group.static_members.get(ident.group_instance_id)
+                    if ident.group_instance_id is not None
+                    else None
+                )
+                if current is None:
+                    results.append(result(ident, ErrorCode.UNKNOWN_MEMBER_ID))
+                else:
+                    self._remove_member_and_update_group(group, group.members[current], now)
+                    results.append(result(ident, ErrorCode.NONE))
+            elif ident.member_id in group.pending_members:
+                del group.pending_members[ident.member_id]
+                self._try_complete_join(group, now)
+                results.append(result(ident, ErrorCode.NONE))
+            else:
+                error = self._validate_current_member(
+                    group, ident.member_id, ident.group_instance_id
+                )
+                if error is None:
+                    member = group.members[ident.member_id]
+                    self._remove_member_and_update_group(group, member, now)
+                    results.append(result(ident, ErrorCode.NONE))
+                else:
+                    results.append(result(ident, error))
+        return LeaveGroupResponseData(error_code=ErrorCode.NONE, members=tuple(results))
+
+    def _remove_member_and_update_group(
+        self, group: ClassicGroup, member: Member, now: float
+    ) -> None:
+        """``removeMemberAndUpdateGroup``: answer its parked requests, rebalance if needed."""
+        group.remove(member.member_id)
+        member.heartbeat_deadline = None
+        self._answer_parked(member, ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_in(State.STABLE, State.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, now)
+        elif group.is_in(State.PREPARING_REBALANCE):
+            self._try_complete_join(group, now)
+
+    def _answer_parked(self, member: Member, code: ErrorCode) -> None:
+        if member.join_callback is not None:
+            cb, member.join_callback = member.join_callback, None
+            self._send(cb, JoinGroupResponseData(error_code=code, member_id=_NO_MEMBER_ID))
+        if member.sync_callback is not None:
+            scb, member.sync_callback = member.sync_callback, None
+            self._send(scb, SyncGroupResponseData(error_code=code))
+
+    # ================================================================ validation
+
+    @staticmethod
+    def _validate_current_member(
+        group: ClassicGroup, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode | None:
+        """``validateCurrentMember``: a known instance id must map to ``member_id`` (else the
+        caller is a fenced zombie, KIP-345), and ``member_id`` must be a member."""
+        if group_instance_id is not None:
+            current = group.static_members.get(group_instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if not group.has(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
+
+    # ================================================================ offsets
+
+    def commit_offsets(
+        self, request: OffsetCommitRequestData, now: float
+    ) -> OffsetCommitResponseData:
+        """``handleCommitOffsets``. Unknown topics are the server's business (it knows the log):
+        filter them out and answer UNKNOWN_TOPIC_OR_PARTITION for them yourself."""
+        self._run_timers(now)
+        response = self._commit(request, now)
+        self._run_timers(now)
+        self._flush()
+        return response
+
+    def _commit(self, req: OffsetCommitRequestData, now: float) -> OffsetCommitResponseData:
+        def all_fail(code: ErrorCode) -> OffsetCommitResponseData:
+            return OffsetCommitResponseData(
+                tuple((p.topic, p.partition, int(code)) for p in req.partitions)
+            )
+
+        group = self._groups.get(req.group_id)
+        if group is None:
+            if req.generation_id >= 0:
+                # Not a simple-consumer commit, and no such group: a commit from an older life.
+                return all_fail(ErrorCode.ILLEGAL_GENERATION)
+            group = ClassicGroup(req.group_id)
+            self._groups[req.group_id] = group
+        error = self._validate_offset_commit(group, req)
+        if error is not None:
+            return all_fail(error)
+        if group.is_in(State.COMPLETING_REBALANCE):
+            # The member has its JoinGroup answer but not its assignment yet.
+            return all_fail(ErrorCode.REBALANCE_IN_PROGRESS)
+        if group.is_in(State.STABLE, State.PREPARING_REBALANCE):
+            # Commits are accepted while PreparingRebalance: the member learns of the rebalance
+            # from its heartbeat, and KIP-429 members keep committing what they still own.
+            self._schedule_heartbeat(group.members[req.member_id], now)
+        store = self._offsets.setdefault(req.group_id, {})
+        out: list[tuple[str, int, int]] = []
+        for p in req.partitions:
+            metadata = p.committed_metadata if p.committed_metadata is not None else ""
+            if len(metadata.encode("utf-8", "surrogatepass")) > (
+                self.config.offset_metadata_max_bytes
+            ):
+                out.append((p.topic, p.partition, int(ErrorCode.OFFSET_METADATA_TOO_LARGE)))
+                continue
+            store[(p.topic, p.partition)] = _Offset(
+                p.committed_offset, p.committed_leader_epoch, metadata
+            )
+            out.append((p.topic, p.partition, int(ErrorCode.NONE)))
+        return OffsetCommitResponseData(tuple(out))
+
+    def _validate_offset_commit(
+        self, group: ClassicGroup, req: OffsetCommitRequestData
+    ) -> ErrorCode | None:
+        """``validateOffsetCommit``: generation -1 commits only into an Empty group (admin /
+        manual assignment); anything naming a member must be that member at this generation."""
+        if group.is_in(State.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if req.generation_id < 0 and group.is_in(State.EMPTY):
+            return None
+        if (
+            req.generation_id >= 0
+            or req.member_id != _NO_MEMBER_ID
+            or req.group_instance_id is not None
+        ):
+            error = self._validate_current_member(group, req.member_id, req.group_instance_id)
+            if error is not None:
+                return error
+            if req.generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+            return None
+        if not group.is_in(State.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None  # pragma: no cover - the Empty case returned above
+
+    def fetch_offsets(self, request: OffsetFetchRequestData) -> OffsetFetchResponseData:
+        """``handleFetchOffsets``: committed offsets whatever the group's state; -1 (with empty
+        metadata) for partitions without one; ``partitions`` None returns all of them."""
+        store = self._offsets.get(request.group_id, {})
+        if request.partitions is None:
+            keys = sorted(store)
+        else:
+            keys = [(t, p) for t, p in request.partitions]
+        out: list[OffsetFetchPartition] = []
+        for topic, partition in keys:
+            off = store.get((topic, partition))
+            if off is None:
+                out.append(OffsetFetchPartition(topic, partition))
+            else:
+                out.append(
+                    OffsetFetchPartition(
+                        topic,
+                        partition,
+                        off.committed_offset,
+                        off.committed_leader_epoch,
+                        off.metadata,
+                    )
+                )
+        return OffsetFetchResponseData(error_code=ErrorCode.NONE, partitions=tuple(out))
+
+    # ================================================================ admin
+
+    def describe_groups(
+        self, group_ids: Sequence[str], api_version: int = 5
+    ) -> list[DescribedGroup]:
+        """``handleDescribeGroup``. Member metadata, assignments and the protocol name are shown
+        only for a Stable group (``GroupMetadata.summary``); a missing group is Dead (v0-5) or
+        GROUP_ID_NOT_FOUND (v6+)."""
+        out: list[DescribedGroup] = []
+        for gid in group_ids:
+            group = self._groups.get(gid)
+            if group is None or group.is_in(State.DEAD):
+                code = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
+                out.append(DescribedGroup(code, gid, State.DEAD.value, "", ""))
+                continue
+            stable = group.is_in(State.STABLE) and group.protocol_name is not None
+            protocol = group.protocol_name if stable and group.protocol_name else ""
+            members = tuple(
+                DescribedMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata(protocol) if stable else b"",
+                    member_assignment=m.assignment if stable else b"",
+                )
+                for m in group.members.values()
+            )
+            out.append(
+                DescribedGroup(
+                    ErrorCode.NONE,
+                    gid,
+                    group.state.value,
+                    group.protocol_type or "",
+                    protocol,
+                    members,
+                )
+            )
+        return out
+
+    def list_groups(self, states_filter: Sequence[str] | None = None) -> list[ListedGroup]:
+        """``handleListGroups``; the states filter (KIP-518) is case-insensitive."""
+        wanted = {s.lower() for s in states_filter} if states_filter else None
+        return [
+            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+            for g in self._groups.values()
+            if not g.is_in(State.DEAD) and (wanted is None or g.state.value.lower() in wanted)
+        ]
+
+    def delete_groups(self, group_ids: Sequence[str], now: float) -> list[tuple[str, int]]:
+        """``handleDeleteGroups``: only Empty groups go (Dead, with their offsets)."""
+        self._run_timers(now)
+        out: list[tuple[str, int]] = []
+        for gid in group_ids:
+            group = self._groups.get(gid)
+            if group is None or group.is_in(State.DEAD):
+                out.append((gid, int(ErrorCode.GROUP_ID_NOT_FOUND)))
+            elif group.is_in(State.EMPTY):
+                group.transition_to(State.DEAD)
+                del self._groups[gid]
+                self._offsets.pop(gid, None)
+                out.append((gid, int(ErrorCode.NONE)))
+            else:
+                out.append((gid, int(ErrorCode.NON_EMPTY_GROUP)))
+        self._flush()
+        return out
+
+    # ================================================================ timers
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`on_timer` must next be called (None: nothing is pending)."""
+        best: float | None = None
+        for _, deadline in self._deadlines():
+            if best is None or deadline < best:
+                best = deadline
+        return best
+
+    def on_timer(self, now: float) -> None:
+        """Fire everything due at ``now``: session and pending-member expiry, join completion
+        (rebalance timeout, initial delay), sync expiry. Early or repeated calls are harmless."""
+        self._run_timers(now)
+        self._flush()
+
+    def _deadlines(self) -> list[tuple[tuple[str, str, str], float]]:
+        out: list[tuple[tuple[str, str, str], float]] = []
+        for gid, group in self._groups.items():
+            if group.join_deadline is not None:
+                out.append((("join", gid, ""), group.join_deadline))
+            if group.sync_deadline is not None:
+                out.append((("sync", gid, ""), group.sync_deadline))
+            for mid, member in group.members.items():
+                if member.heartbeat_deadline is not None:
+                    out.append((("member", gid, mid), member.heartbeat_deadline))
+            for mid, deadline in group.pending_members.items():
+                out.append((("pending", gid, mid), deadline))
+        return out
+
+    def _run_timers(self, now: float) -> None:
+        # Each expiry can arm new deadlines (some due at once, e.g. a zero initial delay), so
+        # loop until nothing is due. Every re-armed deadline is either later than ``now`` or
+        # clears the condition that armed it, so this terminates; the bound is a safety net.
+        for _ in range(100_000):
+            due = [(d, key) for key, d in self._deadlines() if d <= now]
+            if not due:
+                return
+            _, (kind, gid, mid) = min(due)
+            group = self._groups[gid]
+            if kind == "join":
+                self._expire_join(group, now)
+            elif kind == "sync":
+                self._expire_sync(group, now)
+            elif kind == "pending":
+                # KIP-394: a member id handed out but never used expires after a session.
+                del group.pending_members[mid]
+                if group.is_in(State.PREPARING_REBALANCE):
+                    self._try_complete_join(group, now)
+            else:
+                self._expire_member(group, group.members[mid], now)
+        raise LocalProtocolError("coordinator timers did not settle")  # pragma: no cover
+
+    def _expire_member(self, group: ClassicGroup, member: Member, now: float) -> None:
+        """``onExpireHeartbeat``: a member waiting in a rebalance counts as alive (its deadline
+        is re-armed when it gets its answer), except a new member, which expires."""
+        member.heartbeat_deadline = None
+        if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
+            return
+        self._remove_member_and_update_group(group, member, now)
+
+    def _expire_sync(self, group: ClassicGroup, now: float) -> None:
+        """``onExpirePendingSync``: members that got their JoinGroup answer but never sent
+        SyncGroup within the rebalance timeout are removed, and the group rebalances."""
+        group.sync_deadline = None
+        if group.sync_generation != group.generation_id:
+            return
+        if not group.is_in(State.COMPLETING_REBALANCE, State.STABLE):
+            return
+        if group.pending_sync_members:
+            for mid in sorted(group.pending_sync_members):
+                removed = group.remove(mid)
+                if removed is not None:
+                    removed.heartbeat_deadline = None
+                    self._answer_parked(removed, ErrorCode.UNKNOWN_MEMBER_ID)
+            self._prepare_rebalance(group, now)
+
+    def _schedule_heartbeat(self, member: Member, now: float) -> None:
+        member.heartbeat_deadline = now + member.session_timeout_ms / 1000
+
+    # ================================================================ failover
+
+    def failover(self, now: float) -> None:
+        """Simulate a coordinator move or broker restart, as Kafka's does it.
+
+        The old coordinator unloads every group: parked JoinGroup/SyncGroup requests are
+        answered NOT_COORDINATOR (``onGroupUnloaded``). The new one reloads each group from
+        its last stored GroupMetadata record (written when a rebalance completed, when a
+        static member was replaced, and when the group emptied): Stable with those members,
+        generation, leader and assignments, or Empty; a rebalance in progress is lost. Members
+        keep their ids and only the selected protocol's metadata; sessions restart at ``now``
+        (``onGroupLoaded``). Groups with only committed offsets come back Empty. Committed
+        offsets all survive.
+        """
+        for group in self._groups.values():
+            for member in group.members.values():
+                self._answer_parked(member, ErrorCode.NOT_COORDINATOR)
+        old = self._groups
+        self._groups = {}
+        for gid in sorted(set(old) | set(self._offsets)):
+            stored = old[gid].stored if gid in old else None
+            if stored is None and gid not in self._offsets:
+                continue
+            group = ClassicGroup.from_stored(gid, stored)
+            for member in group.members.values():
+                self._schedule_heartbeat(member, now)
+            self._groups[gid] = group
+            max_size = self.config.group_max_size
+            if max_size is not None and len(group.members) > max_size:
+                # Over capacity after a config change: rebalance so members can commit first.
+                self._prepare_rebalance(group, now)
+        self._run_timers(now)
+        self._flush()
+
+    # ================================================================ inspection
+
+    def group_state(self, group_id: str) -> GroupView | None:
+        """A snapshot of one group (None if unknown)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return None
+        return GroupView(
+            group_id=group.group_id,
+            state=group.state.value,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id,
+            members=tuple(
+                MemberView(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    session_timeout_ms=m.session_timeout_ms,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms,
+                    protocols=m.protocols,
+                    assignment=m.assignment if group.is_in(State.STABLE) else None,
+                    awaiting_join=m.is_awaiting_join,
+                    awaiting_sync=m.is_awaiting_sync,
+                )
+                for m in group.members.values()
+            ),
+            pending_members=tuple(group.pending_members),
+        )
+
+    def group_ids(self) -> list[str]:
+        return list(self._groups)
+
+    # ================================================================ delivery
+
+    def _send(self, callback: Callable[[Any], None], response: object) -> None:
+        self._outbox.append((callback, response))
+
+    def _flush(self) -> None:
+        """Deliver parked answers, in order, once the state is consistent. A callback that
+        raises does not stop the others; the first error is re-raised wrapped."""
+        if self._flushing:
+            return
+        self._flushing = True
+        first: BaseException | None = None
+        try:
+            while self._outbox:
+                callback, response = self._outbox.pop(0)
+                try:
+                    callback(response)
+                except Exception as exc:  # re-raised below, wrapped
+                    if first is None:
+                        first = exc
+        finally:
+            self._flushing = False
+        if first is not None:
+            raise CoordinatorCallbackError(f"a respond callback raised: {first!r}") from first
+
+
+def _uuid_member_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
