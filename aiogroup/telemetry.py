@@ -40,6 +40,7 @@ from aiogroup.protocol.types import TopicPartition
 
 __all__ = [
     "SCHEMA_VERSION",
+    "ConfluentRecorder",
     "JsonlTelemetry",
     "KafkaPythonListener",
     "confluent_callbacks",
@@ -385,6 +386,119 @@ class _PeerRecorder:
         self.rebalance_started = None
 
 
+class ConfluentRecorder:
+    """Records a confluent-kafka (librdkafka) consumer's rebalances around the user's callbacks.
+
+    ``protocol`` is the configured ``partition.assignment.strategy``; with
+    ``cooperative-sticky`` librdkafka hands the callbacks incremental lists (KIP-429), which is
+    what the events record. The user's callbacks run inside, timed; their exceptions propagate
+    unchanged (confluent-kafka re-raises them from ``poll()``).
+
+    librdkafka runs no callback for a member whose cooperative assignment is empty, so the audit
+    would not see it in that generation: call :meth:`observe` from the poll loop (cheap) to
+    record every generation the member joins.
+    """
+
+    def __init__(
+        self,
+        telemetry: JsonlTelemetry,
+        *,
+        protocol: str | None = None,
+        group_id: str | None = None,
+        on_assign: Callable[[Any, list[Any]], None] | None = None,
+        on_revoke: Callable[[Any, list[Any]], None] | None = None,
+        on_lost: Callable[[Any, list[Any]], None] | None = None,
+    ) -> None:
+        telemetry.client = "librdkafka"
+        self.telemetry = telemetry
+        self.protocol = protocol
+        self.on_assign = on_assign
+        self.on_revoke = on_revoke
+        self.on_lost = on_lost
+        self._rec = _PeerRecorder(telemetry, protocol, group_id)
+
+    def callbacks(self) -> dict[str, Callable[[Any, list[Any]], None]]:
+        """Keyword arguments for ``Consumer.subscribe``."""
+        return {"on_assign": self._assigned, "on_revoke": self._revoked, "on_lost": self._lost}
+
+    def observe(self, consumer: Any) -> None:
+        """Record a ``joined`` event if the consumer is in a generation not seen yet."""
+        try:
+            generation, member_id = self._ids(consumer)
+            if generation is not None and generation >= 0:
+                self._rec.note_generation(generation, member_id)
+        except Exception as exc:  # never break the poll loop
+            self.telemetry._error("observe", exc)
+
+    def _ids(self, consumer: Any) -> tuple[int | None, str | None]:
+        generation = confluent_generation(consumer)
+        try:
+            member_id = consumer.memberid()
+        except Exception:
+            member_id = None
+        if member_id:
+            self.telemetry.member_id = member_id
+        return generation, member_id
+
+    @staticmethod
+    def _tps(partitions: list[Any]) -> list[TopicPartition]:
+        return [TopicPartition(p.topic, p.partition) for p in partitions]
+
+    def _assigned(self, consumer: Any, partitions: list[Any]) -> None:
+        telemetry = self.telemetry
+        started = telemetry.clock()
+        self._rec.note_start(started)
+        generation, member_id = self._ids(consumer)
+        self._rec.note_generation(generation, member_id)
+        error: str | None = None
+        try:
+            if self.on_assign is not None:
+                self.on_assign(consumer, partitions)
+        except BaseException as exc:
+            error = repr(exc)
+            raise
+        finally:
+            ended = telemetry.clock()
+            telemetry.partitions_assigned(
+                self._tps(partitions), generation, self.protocol, started, ended, error=error
+            )
+            self._rec.completed(generation, ended)
+
+    def _revoked(self, consumer: Any, partitions: list[Any]) -> None:
+        self._release("revoked", self.on_revoke, consumer, partitions)
+
+    def _lost(self, consumer: Any, partitions: list[Any]) -> None:
+        # confluent-kafka falls back to on_revoke when no on_lost is given; so do we
+        self._release("lost", self.on_lost or self.on_revoke, consumer, partitions)
+
+    def _release(
+        self,
+        kind: str,
+        user: Callable[[Any, list[Any]], None] | None,
+        consumer: Any,
+        partitions: list[Any],
+    ) -> None:
+        telemetry = self.telemetry
+        started = telemetry.clock()
+        self._rec.note_start(started)
+        generation, _ = self._ids(consumer)
+        error: str | None = None
+        try:
+            if user is not None:
+                user(consumer, partitions)
+        except BaseException as exc:
+            error = repr(exc)
+            raise
+        finally:
+            record = (
+                telemetry.partitions_revoked if kind == "revoked" else telemetry.partitions_lost
+            )
+            record(
+                self._tps(partitions), generation, self.protocol, started, telemetry.clock(),
+                error=error,
+            )
+
+
 def confluent_callbacks(
     telemetry: JsonlTelemetry,
     *,
@@ -396,82 +510,17 @@ def confluent_callbacks(
 ) -> dict[str, Callable[[Any, list[Any]], None]]:
     """Keyword arguments for confluent-kafka ``Consumer.subscribe`` that record events.
 
-    ``protocol`` is the configured ``partition.assignment.strategy``; with
-    ``cooperative-sticky`` librdkafka hands the callbacks incremental lists (KIP-429), which is
-    what the events record. The user's callbacks run inside, timed; their exceptions propagate
-    unchanged (confluent-kafka re-raises them from ``poll()``).
     Usage: ``consumer.subscribe(topics, **confluent_callbacks(telemetry, protocol=...))``.
+    See :class:`ConfluentRecorder` (and its ``observe``) for the details.
     """
-    telemetry.client = "librdkafka"
-    rec = _PeerRecorder(telemetry, protocol, group_id)
-
-    def _ids(consumer: Any) -> tuple[int | None, str | None]:
-        generation = confluent_generation(consumer)
-        try:
-            member_id = consumer.memberid()
-        except Exception:
-            member_id = None
-        if member_id:
-            telemetry.member_id = member_id
-        return generation, member_id
-
-    def _tps(partitions: list[Any]) -> list[TopicPartition]:
-        return [TopicPartition(p.topic, p.partition) for p in partitions]
-
-    def assigned(consumer: Any, partitions: list[Any]) -> None:
-        started = telemetry.clock()
-        rec.note_start(started)
-        generation, member_id = _ids(consumer)
-        rec.note_generation(generation, member_id)
-        error: str | None = None
-        try:
-            if on_assign is not None:
-                on_assign(consumer, partitions)
-        except BaseException as exc:
-            error = repr(exc)
-            raise
-        finally:
-            ended = telemetry.clock()
-            telemetry.partitions_assigned(
-                _tps(partitions), generation, protocol, started, ended, error=error
-            )
-            rec.completed(generation, ended)
-
-    def revoked(consumer: Any, partitions: list[Any]) -> None:
-        started = telemetry.clock()
-        rec.note_start(started)
-        generation, _ = _ids(consumer)
-        error: str | None = None
-        try:
-            if on_revoke is not None:
-                on_revoke(consumer, partitions)
-        except BaseException as exc:
-            error = repr(exc)
-            raise
-        finally:
-            telemetry.partitions_revoked(
-                _tps(partitions), generation, protocol, started, telemetry.clock(), error=error
-            )
-
-    def lost(consumer: Any, partitions: list[Any]) -> None:
-        started = telemetry.clock()
-        rec.note_start(started)
-        generation, _ = _ids(consumer)
-        error: str | None = None
-        try:
-            if on_lost is not None:
-                on_lost(consumer, partitions)
-            elif on_revoke is not None:  # confluent-kafka falls back to on_revoke likewise
-                on_revoke(consumer, partitions)
-        except BaseException as exc:
-            error = repr(exc)
-            raise
-        finally:
-            telemetry.partitions_lost(
-                _tps(partitions), generation, protocol, started, telemetry.clock(), error=error
-            )
-
-    return {"on_assign": assigned, "on_revoke": revoked, "on_lost": lost}
+    return ConfluentRecorder(
+        telemetry,
+        protocol=protocol,
+        group_id=group_id,
+        on_assign=on_assign,
+        on_revoke=on_revoke,
+        on_lost=on_lost,
+    ).callbacks()
 
 
 # -- peers: kafka-python 3 -------------------------------------------------------------------
@@ -513,6 +562,18 @@ class KafkaPythonListener(ConsumerRebalanceListener):  # type: ignore[misc]
             return generation if generation >= 0 else None
         except Exception:
             return None
+
+    def observe(self, consumer: Any = None) -> None:
+        """Record a ``joined`` event if the consumer is in a generation not seen yet.
+
+        kafka-python calls no listener method when a cooperative round adds nothing; call this
+        from the poll loop so the audit sees every generation the member joins.
+        """
+        if consumer is not None:
+            self.consumer = consumer
+        generation = self._generation()
+        if generation is not None:
+            self._rec.note_generation(generation, self.telemetry.member_id)
 
     def _call(self, name: str, partitions: Any) -> None:
         method = getattr(self.listener, name, None) if self.listener is not None else None

@@ -71,13 +71,14 @@ def fields_agree(payload: bytes) -> bool:
 def interleaved_best(
     repeat: int, fns: list[Callable[[list[bytes]], object]], arg: list[bytes]
 ) -> list[float]:
-    """Best time of each function, running them in turn so load on a shared machine hits all."""
+    """Best CPU time of each function, run in turn: on a shared machine CPU time is steadier
+    than wall time, and interleaving spreads any remaining noise over all of them."""
     best = [float("inf")] * len(fns)
     for _ in range(repeat):
         for i, fn in enumerate(fns):
-            start = time.perf_counter()
+            start = time.process_time()
             fn(arg)
-            best[i] = min(best[i], time.perf_counter() - start)
+            best[i] = min(best[i], time.process_time() - start)
     return best
 
 

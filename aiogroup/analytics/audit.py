@@ -18,14 +18,17 @@ Definitions (documented for users in ``docs/readme/analytics.md``):
 * **Moves.** A partition moves when its next owner differs from its previous owner. The move is
   charged to the generation that decided it: the generation of a cooperative revocation
   (KIP-429: revoked after SyncGroup of the deciding generation), otherwise the generation of the
-  new assignment (eager revocations happen before JoinGroup and carry the old generation).
-* **Minimum moves** in generation g: with N partitions held by the group and M members in g, a
-  balanced assignment gives each member floor(N/M) or ceil(N/M). Partitions held by members that
-  are not in g must move; a member in g that holds more than its quota must give up the excess
-  (the ceil quotas go to the members holding most). Holdings before g are the owners of the latest
-  assignments before g; eager revocations do not release holdings (the assignor still sees them as
-  the previous owner), cooperative revocations do (the partitions are free for the next round).
-  This assumes all members subscribe to the same topics.
+  new assignment (eager revocations happen before JoinGroup and carry the old generation; a
+  leaving member's revocation decides nothing).
+* **Minimum moves**, charged to the first generation g of each membership epoch (consecutive
+  generations with the same members; cooperative follow-up rounds belong to the epoch that
+  started them): with N partitions known to the group and M members in g, a balanced assignment
+  gives each member floor(N/M) or ceil(N/M). Partitions held by members that are not in g must
+  move; a member in g that holds more than its quota must give up the excess (the ceil quotas go
+  to the members holding most). Holdings before g are the owners of the latest assignments before
+  g; eager revocations do not release holdings (the assignor still sees the previous owner),
+  cooperative revocations do (the partitions are free for the next round), except a member's
+  revocation in its last generation (leaving). Assumes all members subscribe to the same topics.
 """
 
 from __future__ import annotations
@@ -347,41 +350,47 @@ def _unowned(segments: DataFrame, intervals: DataFrame) -> tuple[DataFrame, Data
 
 def _moves(intervals: DataFrame, events: DataFrame) -> DataFrame:
     key = ["group", "topic", "partition"]
-    iv = intervals.where(F.col("generation_id").isNotNull())
+    gen_events = events.where(F.col("generation_id").isNotNull())
+    last_gen = gen_events.groupBy("group", "member").agg(
+        F.max("generation_id").alias("member_last_gen"))
+    iv = (
+        intervals.where(F.col("generation_id").isNotNull())
+        .join(last_gen, ["group", "member"], "left")
+        # A cooperative revocation releases a partition for the next round (KIP-429) unless it
+        # is the member's goodbye (revoked in its last generation, i.e. on leave/close).
+        .withColumn(
+            "released",
+            (F.col("end_kind") == "revoked")
+            & (F.col("end_rp") == "cooperative")
+            & F.col("end_gen").isNotNull()
+            & (F.col("end_gen") < F.col("member_last_gen")),
+        )
+    )
     w = Window.partitionBy(*key).orderBy("start", "end", "member")
     handoffs = iv.select(
         *key,
         "member",
         "generation_id",
         F.lag("member").over(w).alias("prev_member"),
-        F.lag("end_kind").over(w).alias("prev_end_kind"),
+        F.lag("released").over(w).alias("prev_released"),
         F.lag("end_gen").over(w).alias("prev_end_gen"),
-        F.lag("end_rp").over(w).alias("prev_end_rp"),
-    )
-    cooperative_release = (
-        (F.col("prev_end_kind") == "revoked")
-        & (F.col("prev_end_rp") == "cooperative")
-        & F.col("prev_end_gen").isNotNull()
     )
     moved = (
         handoffs.where(F.col("prev_member").isNotNull() & (F.col("prev_member") != F.col("member")))
         .withColumn(
             "decided",
-            F.when(cooperative_release, F.col("prev_end_gen")).otherwise(F.col("generation_id")),
+            F.when(F.col("prev_released"), F.col("prev_end_gen")).otherwise(F.col("generation_id")),
         )
         .groupBy("group", F.col("decided").alias("generation_id"))
         .agg(F.count(F.lit(1)).alias("moved"))
     )
 
-    # Holdings: an assignment makes its member the holder; a cooperative revocation releases.
+    # Holdings: an assignment makes its member the holder; a cooperative release frees it.
     gains = iv.select(*key, F.col("generation_id").alias("gen"), F.col("start").alias("t"),
                       F.col("member").alias("owner"))
-    releases = iv.where(
-        (F.col("end_kind") == "revoked")
-        & (F.col("end_rp") == "cooperative")
-        & F.col("end_gen").isNotNull()
-    ).select(*key, F.col("end_gen").alias("gen"), F.col("end").alias("t"),
-             F.lit(None).cast("string").alias("owner"))
+    releases = iv.where(F.col("released")).select(
+        *key, F.col("end_gen").alias("gen"), F.col("end").alias("t"),
+        F.lit(None).cast("string").alias("owner"))
     changes = gains.unionByName(releases)
     wc = Window.partitionBy(*key).orderBy("gen", "t")
     changes = changes.withColumn("prev_owner", F.lag("owner").over(wc))
@@ -392,15 +401,19 @@ def _moves(intervals: DataFrame, events: DataFrame) -> DataFrame:
     deltas = plus.unionByName(minus).groupBy("group", "member", "gen").agg(
         F.sum("delta").alias("delta"))
 
-    epochs = changes.select("group", "gen").distinct()
-    members = (
-        events.where(F.col("generation_id").isNotNull())
-        .select("group", "member", F.col("generation_id").alias("gen"))
-        .distinct()
-        .join(epochs, ["group", "gen"])
-    )
-    # holdings of each member in g just before g: deltas of earlier generations (query rows sort
-    # before the deltas of their own generation)
+    # Membership epochs: consecutive generations with the same members are one rebalance as far
+    # as the minimum goes (cooperative follow-up rounds, KIP-429); the minimum is charged to the
+    # first generation of each epoch.
+    gen_members = gen_events.select("group", "member", F.col("generation_id").alias("gen"))
+    sets = gen_members.groupBy("group", "gen").agg(
+        F.array_sort(F.collect_set("member")).alias("member_set"))
+    ws = Window.partitionBy("group").orderBy("gen")
+    sets = sets.withColumn("prev_set", F.lag("member_set").over(ws)).withColumn(
+        "epoch_start", F.col("prev_set").isNull() | (F.col("prev_set") != F.col("member_set")))
+    starts = sets.where(F.col("epoch_start")).select("group", "gen")
+    members = gen_members.distinct().join(starts, ["group", "gen"])
+    # holdings of each member just before g: query rows (order 0) sort before their own
+    # generation's deltas (order 1)
     wm = Window.partitionBy("group", "member").orderBy("gen", "order").rowsBetween(
         Window.unboundedPreceding, 0)
     held = (
@@ -418,13 +431,13 @@ def _moves(intervals: DataFrame, events: DataFrame) -> DataFrame:
         gains.groupBy(*key).agg(F.min("gen").alias("gen"))
         .groupBy("group", "gen").agg(F.count(F.lit(1)).alias("new"))
     )
-    # query rows (order 0) see the deltas of earlier generations and the partitions first
-    # assigned up to and including their own (order -1)
+    # query rows see the deltas of earlier generations and the partitions first assigned up to
+    # and including their own (order -1)
     held_total = (
         group_deltas.select("group", "gen", "delta", F.lit(0).alias("new"), F.lit(1).alias("order"))
         .unionByName(firsts.select("group", "gen", F.lit(0).alias("delta"), "new",
                                    F.lit(-1).alias("order")))
-        .unionByName(epochs.select("group", "gen", F.lit(0).alias("delta"), F.lit(0).alias("new"),
+        .unionByName(starts.select("group", "gen", F.lit(0).alias("delta"), F.lit(0).alias("new"),
                                    F.lit(0).alias("order")))
         .withColumn("held_before", F.sum("delta").over(wg))
         .withColumn("partitions", F.sum("new").over(wg))
@@ -443,21 +456,27 @@ def _moves(intervals: DataFrame, events: DataFrame) -> DataFrame:
         .withColumn("excess", F.greatest(F.col("held") - F.col("quota"), F.lit(0)))
     )
     minimum = quotas.groupBy("group", "gen").agg(
-        F.count(F.lit(1)).alias("members"),
         F.first("partitions").alias("partitions"),
         F.first("held_before").alias("held_before"),
         F.sum("held").alias("held_by_members"),
         F.sum("excess").alias("excess"),
     ).select(
         "group",
-        F.col("gen").alias("generation_id"),
-        "members",
+        "gen",
         "partitions",
         (F.col("held_before") - F.col("held_by_members") + F.col("excess")).alias("min_moves"),
     )
+    per_gen = sets.join(minimum, ["group", "gen"], "left").select(
+        "group",
+        F.col("gen").alias("generation_id"),
+        F.size("member_set").alias("members"),
+        "epoch_start",
+        "partitions",
+        "min_moves",
+    )
     return (
-        minimum.join(moved, ["group", "generation_id"], "full")
-        .fillna({"moved": 0, "min_moves": 0})
+        per_gen.join(moved, ["group", "generation_id"], "full")
+        .fillna({"moved": 0, "min_moves": 0, "epoch_start": False})
         .withColumn("extra_moves", F.col("moved") - F.col("min_moves"))
     )
 

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Set
 from typing import ClassVar
 
 from aiogroup.assignors._cooperative import withhold_transfers
-from aiogroup.assignors._sticky_core import MemberClaim, balance
+from aiogroup.assignors._sticky_core import MemberClaim, balance, gc_paused
 from aiogroup.assignors.base import GroupMetadata, PartitionAssignor, RebalanceProtocol
 from aiogroup.errors import CodecError
 from aiogroup.protocol import encode_cooperative_user_data, generation_from_user_data
@@ -81,16 +81,17 @@ class CooperativeStickyAssignor(PartitionAssignor):
         partitions_per_topic: Mapping[str, int],
         subscriptions: Mapping[str, Subscription],
     ) -> dict[str, Assignment]:
-        claims = [
-            MemberClaim(m, s.topics, s.owned_partitions, generation_of(m, s))
-            for m, s in subscriptions.items()
-        ]
-        plan = balance(partitions_per_topic, claims)
-        self.last_moved = plan.moved()
-        self.last_withheld = 0
-        if self.protocol == RebalanceProtocol.COOPERATIVE:
-            plan, self.last_withheld = withhold_transfers(plan)
-        return {m: Assignment(p) for m, p in plan.assignments().items()}
+        with gc_paused():
+            claims = [
+                MemberClaim(m, s.topics, s.owned_partitions, generation_of(m, s))
+                for m, s in subscriptions.items()
+            ]
+            plan = balance(partitions_per_topic, claims)
+            self.last_moved = plan.moved()
+            self.last_withheld = 0
+            if self.protocol == RebalanceProtocol.COOPERATIVE:
+                plan, self.last_withheld = withhold_transfers(plan)
+            return {m: Assignment(p) for m, p in plan.assignments().items()}
 
 
 def generation_of(member_id: str, subscription: Subscription) -> int:

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Mapping, Set
 from typing import ClassVar
 
-from aiogroup.assignors._sticky_core import MemberClaim, balance
+from aiogroup.assignors._sticky_core import MemberClaim, balance, gc_paused
 from aiogroup.assignors.base import GroupMetadata, PartitionAssignor, RebalanceProtocol
 from aiogroup.errors import CodecError
 from aiogroup.protocol import decode_sticky_user_data, encode_sticky_user_data
@@ -71,10 +71,11 @@ class StickyAssignor(PartitionAssignor):
         partitions_per_topic: Mapping[str, int],
         subscriptions: Mapping[str, Subscription],
     ) -> dict[str, Assignment]:
-        claims = [_claim(m, s) for m, s in subscriptions.items()]
-        plan = balance(partitions_per_topic, claims)
-        self.last_moved = plan.moved()
-        return {m: Assignment(p) for m, p in plan.assignments().items()}
+        with gc_paused():
+            claims = [_claim(m, s) for m, s in subscriptions.items()]
+            plan = balance(partitions_per_topic, claims)
+            self.last_moved = plan.moved()
+            return {m: Assignment(p) for m, p in plan.assignments().items()}
 
 
 def _claim(member_id: str, subscription: Subscription) -> MemberClaim:

@@ -302,7 +302,9 @@ class GroupMember:
         owner = self._owner
         try:
             if owner is not None and not owner.done():
-                closing = self._submit(lambda now: self._machine.handle(ev.CloseRequested(), now))
+                closing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                call = _Call(lambda now: self._machine.handle(ev.CloseRequested(), now), closing)
+                self._queue.put_nowait(call)
                 with contextlib.suppress(TimeoutError, AiogroupError):
                     await asyncio.wait_for(self._wait_state({MemberState.CLOSED}, closing), limit)
         finally:
@@ -436,9 +438,12 @@ class GroupMember:
                     item.future.set_result(None)
                     continue
                 self._note_event(item, now)
+                before = machine.state
                 self._execute(machine.handle(item, now))
                 if isinstance(item, ev.CallbacksFinished):
                     self._after_callbacks(item, now)
+                if machine.state is not before:
+                    self._notify()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug in the machine or here: fail the member loudly
@@ -485,8 +490,10 @@ class GroupMember:
             elif isinstance(action, act.SendJoinGroup):
                 if self._rebalance_started is None:
                     self._rebalance_started = time.monotonic()
+                self._last_contact = asyncio.get_running_loop().time()
                 self._spawn(self._join_group(action))
             elif isinstance(action, act.SendSyncGroup):
+                self._last_contact = asyncio.get_running_loop().time()
                 self._spawn(self._sync_group(action))
             elif isinstance(action, act.SendHeartbeat):
                 self._spawn(self._heartbeat(action))
@@ -726,8 +733,12 @@ class GroupMember:
     # ------------------------------------------------------------------ helpers
 
     def _session_expired(self) -> bool:
-        if self._machine.state is not MemberState.STABLE or self._last_contact == 0.0:
-            return False
+        if self._last_contact == 0.0 or self._machine.state in (
+            MemberState.JOINING,
+            MemberState.AWAITING_METADATA,
+            MemberState.AWAITING_SYNC,
+        ):
+            return False  # a JoinGroup/SyncGroup in flight keeps the session alive
         try:
             now = asyncio.get_running_loop().time()
         except RuntimeError:
@@ -766,6 +777,11 @@ class GroupMember:
 
     async def _wait_change(self) -> None:
         await self._changed.wait()
+
+    def changed(self) -> Awaitable[bool]:
+        """An awaitable that completes at the next observable change (a state, an outcome, an
+        error, closing). Take it *before* checking your condition, then await it."""
+        return self._changed.wait()
 
     async def _wait_state(self, states: set[MemberState], first: Awaitable[None]) -> None:
         await first

@@ -477,8 +477,7 @@ class GroupMember:
             return
         if self._pattern is not None and (self._metadata is None or self._pattern_metadata_pending):
             # A regex subscription needs metadata to know its topics before joining.
-            if self._state is not S.STABLE:
-                self._goto(S.UNJOINED)
+            self._wait()
             return
         needs_join = (
             self._rejoin_needed
@@ -491,11 +490,18 @@ class GroupMember:
             self._goto(S.STABLE)
             return
         if self._retry_at is not None and now < self._retry_at:
-            if self._state is not S.STABLE:
-                self._goto(S.UNJOINED)
+            self._wait()
             return
         self._retry_at = None
         self._prepare(now, out)
+
+    def _wait(self) -> None:
+        """Nothing to send yet: stay a heartbeating member if we are one, else UNJOINED."""
+        member_ok = self._joined and self.generation_id >= 0 and bool(self.member_id)
+        if member_ok and self._state in (S.STABLE, S.DISCOVERING):
+            self._goto(S.STABLE)
+        else:
+            self._goto(S.UNJOINED)
 
     def _prepare(self, now: float, out: Out) -> None:
         """Before JoinGroup (KIP-429 1a-1d, eager timeline steps 1-2)."""

@@ -28,6 +28,7 @@ count is checked against the bytes left *before* anything is allocated.
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -75,16 +76,11 @@ class _ArrayStructs(dict[int, struct.Struct]):
 
 
 _ARRAY_STRUCTS = _ArrayStructs()
-_ENTRY_STRUCTS: dict[tuple[int, int], struct.Struct] = {}
+# Topic names are few and repeat in every member's payload: decoding shares one str per name
+# (a 1M-partition group would otherwise hold a million copies), encoding reuses its header.
+_TOPIC_NAMES: dict[bytes, str] = {}
+_TOPIC_HEADERS: dict[str, bytes] = {}
 _FAST_SEQUENCES = (tuple, list)
-
-
-def _entry_struct(topic_len: int, n: int) -> struct.Struct:
-    """One (topic, [int32]) element: topic length, topic, partition count, partitions."""
-    s = struct.Struct(f">h{topic_len}si{n}i")
-    if len(_ENTRY_STRUCTS) < _CACHE_LIMIT:
-        _ENTRY_STRUCTS[(topic_len, n)] = s
-    return s
 
 
 def as_bytes(data: bytes | bytearray | memoryview) -> bytes:
@@ -110,12 +106,19 @@ def scan_strings(buf: bytes, pos: int) -> tuple[list[str], int] | None:
             return None
         result: list[str] = []
         append = result.append
+        names = _TOPIC_NAMES
         for _ in range(n):
             slen: int = unpack_i16(buf, pos)[0]
             p_next = pos + 2 + slen
             if slen < 0 or p_next > end:
                 return None
-            append(buf[pos + 2 : p_next].decode("utf-8"))
+            raw = buf[pos + 2 : p_next]
+            text = names.get(raw)
+            if text is None:
+                text = raw.decode("utf-8")
+                if len(names) < _CACHE_LIMIT:
+                    names[raw] = text
+            append(text)
             pos = p_next
     except (struct.error, UnicodeDecodeError):
         return None
@@ -130,6 +133,7 @@ def scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ..
     """
     end = len(buf)
     structs = _ARRAY_STRUCTS
+    names = _TOPIC_NAMES
     result: dict[str, tuple[int, ...]] = {}
     try:
         n: int = unpack_i32(buf, pos)[0]
@@ -140,7 +144,12 @@ def scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ..
         for _ in range(n):
             tlen: int = unpack_i16(buf, pos)[0]
             p_count = pos + 2 + tlen
-            topic = buf[pos + 2 : p_count].decode("utf-8")
+            raw = buf[pos + 2 : p_count]
+            topic = names.get(raw)
+            if topic is None:
+                topic = raw.decode("utf-8")
+                if len(names) < _CACHE_LIMIT:
+                    names[raw] = topic
             cnt: int = unpack_i32(buf, p_count)[0]  # struct.error if the buffer is short
             pos = p_count + 4 + 4 * cnt
             if tlen < 0 or cnt < 0 or pos > end:
@@ -176,27 +185,40 @@ def pack_strings(values: Any, out: list[bytes]) -> None:
 def pack_topic_partitions(mapping: Any, out: list[bytes]) -> None:
     """Append ``{topic: partitions}`` to ``out``, topics and partitions sorted.
 
-    One ``struct.pack`` per topic. Raises :class:`Slow` (or lets ``TypeError`` and friends out,
-    which the caller treats the same) when the input is anything but a mapping of str to a
-    list/tuple of ints that fit an int32.
+    One cached topic header and one ``struct.pack`` per topic. Raises :class:`Slow` (or
+    lets ``TypeError`` and friends out, which the caller treats the same) when the input is
+    anything but a dict of str to a list/tuple of ints that fit an int32.
     """
     if not isinstance(mapping, dict):
         raise Slow
     topics = sorted(mapping)
     out.append(pack_i32(len(topics)))
     append = out.append
-    structs = _ENTRY_STRUCTS
+    structs = _ARRAY_STRUCTS
+    headers = _TOPIC_HEADERS
     for topic in topics:
         values = mapping[topic]
-        if type(topic) is not str or type(values) not in _FAST_SEQUENCES:
+        if type(values) not in _FAST_SEQUENCES:
             raise Slow
-        raw = topic.encode("utf-8")
-        tlen = len(raw)
-        if tlen > INT16_MAX:
-            raise Slow
+        header = headers.get(topic)
+        if header is None:
+            header = _topic_header(topic)
+        append(header)
+        # One pack for the partition count and the partitions.
         n = len(values)
-        s = structs.get((tlen, n)) or _entry_struct(tlen, n)
-        append(s.pack(tlen, raw, n, *sorted(values)))
+        append(structs[n + 1].pack(n, *sorted(values)))
+
+
+def _topic_header(topic: object) -> bytes:
+    if type(topic) is not str:
+        raise Slow
+    raw = topic.encode("utf-8")
+    if len(raw) > INT16_MAX:
+        raise Slow
+    header = pack_i16(len(raw)) + raw
+    if len(_TOPIC_HEADERS) < _CACHE_LIMIT:
+        _TOPIC_HEADERS[topic] = header
+    return header
 
 
 FAST_ENCODE_ERRORS = (Slow, struct.error, TypeError, AttributeError, UnicodeError, ValueError)
@@ -420,13 +442,23 @@ class Writer:
         self._parts.append(raw)
 
     def int32_array(self, values: Sequence[int], field: str) -> None:
-        """Write an int32 count then the values, sorted ascending."""
+        """Write an int32 count then the values, sorted ascending.
+
+        Accepts what ``struct`` accepts on the fast path: ints and objects with ``__index__``.
+        """
+        ints: list[int] = []
         for v in values:
-            if type(v) is not int or not INT32_MIN <= v <= INT32_MAX:
+            try:
+                i = operator.index(v)
+            except TypeError:
+                raise InvalidFieldError(f"partition {v!r} is not an int", field=field) from None
+            if not INT32_MIN <= i <= INT32_MAX:
                 raise InvalidFieldError(f"partition {v!r} is not an int32", field=field)
-        self._count(len(values), field)
-        if values:
-            self._parts.append(_ARRAY_STRUCTS[len(values)].pack(*sorted(values)))
+            ints.append(i)
+        self._count(len(ints), field)
+        if ints:
+            ints.sort()
+            self._parts.append(_ARRAY_STRUCTS[len(ints)].pack(*ints))
 
     def string_array(self, values: Iterable[str], field: str) -> None:
         """Write an array of strings, sorted."""

@@ -15,7 +15,8 @@ In cooperative-sticky user data the peers disagree:
 - librdkafka and franz-go write a sticky v1 block (previous assignment + generation);
 - kafka-python writes empty user data.
 
-:func:`generation_from_user_data` reads all of these.
+:func:`generation_from_user_data` reads all of these. (From Subscription V2 on, the generation in
+the Subscription itself takes precedence; choosing between the two is the assignor's job.)
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aiogroup.errors import CodecError
-from aiogroup.protocol._reader import Reader, Writer, as_bytes
+from aiogroup.protocol._reader import (
+    FAST_ENCODE_ERRORS,
+    Reader,
+    Writer,
+    as_bytes,
+    pack_i32,
+    pack_topic_partitions,
+)
 from aiogroup.protocol.types import NO_GENERATION, PartitionsByTopic
 
 __all__ = [
@@ -51,11 +59,20 @@ class StickyUserData:
 def encode_sticky_user_data(
     partitions: Mapping[str, Sequence[int]], generation: int = NO_GENERATION
 ) -> bytes:
-    """Encode sticky user data v1 (KIP-341): topics and partitions sorted, then the generation."""
-    w = Writer()
-    w.topic_partitions(partitions, _FIELD)
-    w.int32(generation, "generation")
-    return w.getvalue()
+    """Encode sticky user data v1 (KIP-341): topics and partitions sorted, then the generation.
+
+    Raises :class:`~aiogroup.errors.InvalidFieldError` for values the wire cannot carry.
+    """
+    out: list[bytes] = []
+    try:
+        pack_topic_partitions(partitions, out)
+        out.append(pack_i32(generation))
+        return b"".join(out)
+    except FAST_ENCODE_ERRORS:
+        w = Writer()
+        w.topic_partitions(partitions, _FIELD)
+        w.int32(generation, "generation")
+        return w.getvalue()
 
 
 def decode_sticky_user_data(data: Buffer | None) -> StickyUserData:
@@ -97,12 +114,12 @@ def generation_from_user_data(data: Buffer | None, *, strict: bool = False) -> i
     """
     if not data:
         return NO_GENERATION
-    if len(data) == 4:
+    raw = as_bytes(data)
+    if len(raw) == 4:
         # A sticky block is at least 8 bytes (count + generation), so 4 bytes is Java's int32.
-        r = Reader(as_bytes(data))
-        return r.int32("generation")
+        return Reader(raw).int32("generation")
     try:
-        return decode_sticky_user_data(data).generation
+        return decode_sticky_user_data(raw).generation
     except CodecError:
         if strict:
             raise

@@ -55,7 +55,7 @@ class Member:
     join_callback: Callback | None = None
     sync_callback: Callback | None = None
     # Kafka's ``isNew``: added during this rebalance; expires on the new-member join timeout
-    # rather than being treated as satisfied while it awaits the join (KIP-345 follow-up).
+    # rather than being treated as satisfied while it awaits the join (KAFKA-7610).
     is_new: bool = False
     heartbeat_deadline: float | None = None
 
@@ -155,7 +155,7 @@ class ClassicGroup:
     static_members: dict[str, str] = field(default_factory=dict)
     # KIP-394: member ids handed out with MEMBER_ID_REQUIRED, with their expiry deadline.
     pending_members: dict[str, float] = field(default_factory=dict)
-    # Members that got their JoinGroup answer but have not sent SyncGroup yet (KAFKA-13395).
+    # Members that got their JoinGroup answer but have not sent SyncGroup yet (KAFKA-12890).
     pending_sync_members: set[str] = field(default_factory=set)
     new_member_added: bool = False
     # The DelayedJoin / InitialDelayedJoin of the rebalance purgatory.
@@ -271,7 +271,7 @@ class ClassicGroup:
         """``supportsProtocols``: an empty group accepts any non-empty protocol list of a
         non-empty type; otherwise the type must match and one of ``names`` must be supported by
         every current member."""
-        if self.state == State.EMPTY or not self.members:
+        if self.state == State.EMPTY:
             return bool(protocol_type) and bool(names)
         counts = self.protocol_support_counts()
         size = len(self.members)

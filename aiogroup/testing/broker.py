@@ -147,6 +147,7 @@ class EmbeddedBroker:
         self._data_event = asyncio.Event()
         self._group_event = asyncio.Event()
         self._producer_ids = itertools.count(1000)
+        self._parked = 0
         self._started_once = False
         self._handlers: dict[int, Callable[[_Connection, _wire.Request], Awaitable[Values | None]]]
         self._handlers = {
@@ -254,13 +255,26 @@ class EmbeddedBroker:
     ) -> GroupView | None:
         """Wait until ``predicate(group view)`` holds (checked after every coordinator event);
         raises ``TimeoutError`` after ``timeout`` seconds."""
+        await self.wait_until(lambda: predicate(self.group(group_id)), timeout)
+        return self.group(group_id)
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        """Wait until ``predicate()`` holds, re-checked whenever the broker's state changes
+        (coordinator events, appends, parked fetches); ``TimeoutError`` after ``timeout``."""
         async with asyncio.timeout(timeout):
             while True:
                 event = self._group_event
-                view = self.group(group_id)
-                if predicate(view):
-                    return view
+                if predicate():
+                    return
                 await event.wait()
+
+    def _changed(self) -> None:
+        self._changed()
+
+    @property
+    def parked_fetches(self) -> int:
+        """Fetch requests waiting for data (long poll)."""
+        return self._parked
 
     @property
     def connection_count(self) -> int:
@@ -848,6 +862,7 @@ class EmbeddedBroker:
         if appended:
             event, self._data_event = self._data_event, asyncio.Event()
             event.set()
+            self._changed()
         if b.acks == 0:
             return None
         return {"responses": responses, "throttle_time_ms": 0}
@@ -904,8 +919,13 @@ class EmbeddedBroker:
             if error or total >= max(1, b.min_bytes) or wait <= 0:
                 break
             # Long poll (Kafka's fetch purgatory): woken by the next append, or the deadline.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), wait)
+            self._parked += 1
+            self._changed()
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), wait)
+            finally:
+                self._parked -= 1
         return {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": topics}
 
     async def _list_offsets(self, conn: _Connection, req: _wire.Request) -> Values:

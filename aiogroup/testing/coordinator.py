@@ -31,11 +31,12 @@ How the server wires it (one coordinator per broker, shared by every connection)
     # pending); when it fires call coord.on_timer(now). Calling on_timer early is harmless.
 
     # Broker "restart" / coordinator failover (fault injection): coord.failover(now).
-    # What Kafka does when a coordinator moves: the new one reloads each group from the
-    # __consumer_offsets log, i.e. the group as of its last stored GroupMetadata record (written
-    # when a rebalance completes and when the group empties), with its members (Stable) or none
-    # (Empty), and every committed offset. In-flight JoinGroup/SyncGroup callbacks are dropped
-    # (the server closes connections on restart anyway); session timers restart from ``now``.
+    # What Kafka does when a coordinator moves: parked JoinGroup/SyncGroup requests are answered
+    # NOT_COORDINATOR (the old one unloads), then the new one reloads each group from the
+    # __consumer_offsets log, i.e. as of its last stored GroupMetadata record (written when a
+    # rebalance completes, a static member is replaced, or the group empties): Stable with its
+    # members, generation and assignments (they keep heartbeating, no rebalance), or Empty; a
+    # rebalance in progress is lost; every committed offset survives; sessions restart at ``now``.
 
     # Inspection for tests and the fault API:
     coord.group_state(group_id) -> GroupView | None
@@ -45,13 +46,15 @@ version the client used): MEMBER_ID_REQUIRED only for JoinGroup v4+ (KIP-394), S
 v9+ (KIP-814), protocol type/name checks only when a v5 SyncGroup sends them (KIP-559).
 
 Error codes are plain ints (see :class:`ErrorCode`); the coordinator never raises for a bad
-request, it answers with the error code Kafka would. It raises :class:`LocalProtocolError` only
-when misused (e.g. a negative ``now`` jump is tolerated, but a respond callback that raises is
-propagated as :class:`CoordinatorCallbackError`).
+request, it answers with the error code Kafka would. The only exceptions: a ``respond`` callback
+that raised (re-raised as :class:`CoordinatorCallbackError` once every other answer went out and
+the state is consistent), and :class:`LocalProtocolError` for a coordinator bug (an illegal
+state transition). ``now`` should not go backwards; if it does, nothing expires early.
 """
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -133,9 +136,8 @@ class CoordinatorConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int | None = None
     offset_metadata_max_bytes: int = 4096
-    #: How long a member that left (or was evicted) is remembered to answer FENCED/UNKNOWN; unused
-    #: by Kafka, kept for symmetry. A new member's JoinGroup is held at most this long past the
-    #: rebalance timeout (Kafka: ``group.new.member.join.timeout`` = 5 min, KIP-345 pending).
+    #: How long a new member's parked JoinGroup may wait before the member is dropped (it has no
+    #: member id to heartbeat with yet). Kafka: ``NewMemberJoinTimeoutMs`` = 5 minutes.
     new_member_join_timeout_ms: int = 300_000
 
     def __post_init__(self) -> None:
@@ -384,7 +386,7 @@ SyncCallback = Callable[[SyncGroupResponseData], None]
 GroupState = State
 """The classic group states (``Empty``, ``PreparingRebalance``, ...) as Kafka spells them."""
 
-# Kafka's GroupCoordinator.NewMemberJoinTimeoutMs (KIP-345 follow-up, KAFKA-9232).
+# JoinGroupRequest.UNKNOWN_MEMBER_ID: a member that has no id yet.
 _NO_MEMBER_ID = ""
 
 
@@ -418,6 +420,8 @@ class GroupCoordinator:
         self._groups: dict[str, ClassicGroup] = {}
         self._offsets: dict[str, dict[tuple[str, int], _Offset]] = {}
         self._outbox: list[tuple[Callable[[Any], None], object]] = []
+        self._timers: list[tuple[float, int, str, str, str]] = []
+        self._seq = 0
         self._flushing = False
 
     # ================================================================ JoinGroup
@@ -511,6 +515,9 @@ class GroupCoordinator:
             # KIP-394: JoinGroup v4+ without a member id gets one to come back with; the id is
             # remembered as pending (blocking the join from completing) for a session timeout.
             group.pending_members[new_member_id] = now + req.session_timeout_ms / 1000
+            self._arm(
+                group.pending_members[new_member_id], "pending", group.group_id, new_member_id
+            )
             self._send(
                 respond,
                 JoinGroupResponseData(
@@ -615,8 +622,9 @@ class GroupCoordinator:
             group.new_member_added = True
         group.add(member, respond)
         # A new member has no id to heartbeat with yet: it expires on the new-member join
-        # timeout instead, so a client that gave up does not hold the rebalance forever.
+        # timeout instead (KAFKA-7610), so a client that gave up cannot hold the rebalance.
         member.heartbeat_deadline = now + self.config.new_member_join_timeout_ms / 1000
+        self._arm(member.heartbeat_deadline, "member", group.group_id, member_id)
         self._maybe_prepare_rebalance(group, now)
 
     def _update_member(
@@ -678,7 +686,7 @@ class GroupCoordinator:
             scb, old.sync_callback = old.sync_callback, None
             self._send(scb, SyncGroupResponseData(error_code=ErrorCode.FENCED_INSTANCE_ID))
         member = group.replace_static_member(req.group_instance_id, old_member_id, new_member_id)
-        self._schedule_heartbeat(member, now)
+        self._schedule_heartbeat(group, member, now)
         self._update_member(group, member, req, respond)
 
         if group.is_in(State.STABLE):
@@ -737,6 +745,7 @@ class GroupCoordinator:
         else:
             group.join_is_initial = False
             group.join_deadline = now + group.rebalance_timeout_ms() / 1000
+        self._arm(group.join_deadline, "join", group.group_id)
         group.transition_to(State.PREPARING_REBALANCE)
         self._try_complete_join(group, now)
 
@@ -758,6 +767,7 @@ class GroupCoordinator:
             group.initial_remaining_ms = max(group.initial_remaining_ms - group.initial_delay_ms, 0)
             group.initial_delay_ms = delay
             group.join_deadline = now + delay / 1000
+            self._arm(group.join_deadline, "join", group.group_id)
             return
         self._complete_join(group, now)
 
@@ -767,7 +777,7 @@ class GroupCoordinator:
         group.join_deadline = None
         for member in group.not_yet_rejoined():
             if member.group_instance_id is None:
-                # Static members stay until their session expires (KIP-345).
+                # Static members stay until their session expires (KIP-345, KAFKA-8220).
                 group.remove(member.member_id)
                 self._answer_parked(member, ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_in(State.DEAD):
@@ -777,6 +787,7 @@ class GroupCoordinator:
             # for them to come back or for their sessions to expire.
             group.join_is_initial = False
             group.join_deadline = now + max(group.rebalance_timeout_ms(), 1) / 1000
+            self._arm(group.join_deadline, "join", group.group_id)
             return
         group.init_next_generation()
         if group.is_in(State.EMPTY):
@@ -786,12 +797,13 @@ class GroupCoordinator:
             if member.join_callback is not None:
                 cb, member.join_callback = member.join_callback, None
                 self._send(cb, self._join_result(group, member, with_members=None))
-            self._schedule_heartbeat(member, now)
+            self._schedule_heartbeat(group, member, now)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
-        # KAFKA-13395 (DelayedSync): members must send SyncGroup within the rebalance timeout.
+        # KAFKA-12890 (DelayedSync): members must send SyncGroup within the rebalance timeout.
         group.sync_generation = group.generation_id
         group.sync_deadline = now + group.rebalance_timeout_ms() / 1000
+        self._arm(group.sync_deadline, "sync", group.group_id)
 
     # ================================================================ SyncGroup
 
@@ -861,7 +873,7 @@ class GroupCoordinator:
                     protocol_name=group.protocol_name,
                 ),
             )
-            self._schedule_heartbeat(member, now)
+            self._schedule_heartbeat(group, member, now)
 
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
@@ -884,7 +896,7 @@ class GroupCoordinator:
                 )
                 # The session restarts once the member has its answer: while it waited its
                 # heartbeat deadline was considered satisfied.
-                self._schedule_heartbeat(member, now)
+                self._schedule_heartbeat(group, member, now)
 
     def _reset_and_propagate_assignment_error(
         self, group: ClassicGroup, error: ErrorCode, now: float
@@ -918,11 +930,11 @@ class GroupCoordinator:
             return ErrorCode.ILLEGAL_GENERATION
         if group.is_in(State.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
-        self._schedule_heartbeat(group.members[req.member_id], now)
+        self._schedule_heartbeat(group, group.members[req.member_id], now)
         if group.is_in(State.PREPARING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
         # CompletingRebalance answers NONE: a member may heartbeat between its JoinGroup answer
-        # and its SyncGroup (Kafka 2.x+; older brokers said REBALANCE_IN_PROGRESS).
+        # and its SyncGroup (apache/kafka#8834; older brokers said REBALANCE_IN_PROGRESS).
         return ErrorCode.NONE
 
     # ================================================================ LeaveGroup
@@ -1052,7 +1064,7 @@ class GroupCoordinator:
         if group.is_in(State.STABLE, State.PREPARING_REBALANCE):
             # Commits are accepted while PreparingRebalance: the member learns of the rebalance
             # from its heartbeat, and KIP-429 members keep committing what they still own.
-            self._schedule_heartbeat(group.members[req.member_id], now)
+            self._schedule_heartbeat(group, group.members[req.member_id], now)
         store = self._offsets.setdefault(req.group_id, {})
         out: list[tuple[str, int, int]] = []
         for p in req.partitions:
@@ -1188,11 +1200,12 @@ class GroupCoordinator:
 
     def next_deadline(self) -> float | None:
         """When :meth:`on_timer` must next be called (None: nothing is pending)."""
-        best: float | None = None
-        for _, deadline in self._deadlines():
-            if best is None or deadline < best:
-                best = deadline
-        return best
+        while self._timers:
+            deadline, _, kind, gid, mid = self._timers[0]
+            if self._current_deadline(kind, gid, mid) == deadline:
+                return deadline
+            heapq.heappop(self._timers)  # superseded or cancelled
+        return None
 
     def on_timer(self, now: float) -> None:
         """Fire everything due at ``now``: session and pending-member expiry, join completion
@@ -1200,29 +1213,34 @@ class GroupCoordinator:
         self._run_timers(now)
         self._flush()
 
-    def _deadlines(self) -> list[tuple[tuple[str, str, str], float]]:
-        out: list[tuple[tuple[str, str, str], float]] = []
-        for gid, group in self._groups.items():
-            if group.join_deadline is not None:
-                out.append((("join", gid, ""), group.join_deadline))
-            if group.sync_deadline is not None:
-                out.append((("sync", gid, ""), group.sync_deadline))
-            for mid, member in group.members.items():
-                if member.heartbeat_deadline is not None:
-                    out.append((("member", gid, mid), member.heartbeat_deadline))
-            for mid, deadline in group.pending_members.items():
-                out.append((("pending", gid, mid), deadline))
-        return out
+    def _arm(self, deadline: float, kind: str, group_id: str, member_id: str = "") -> None:
+        """Remember a deadline just set. Entries are never removed when a deadline moves or is
+        cleared: a popped entry counts only if it still matches the live deadline."""
+        self._seq += 1
+        heapq.heappush(self._timers, (deadline, self._seq, kind, group_id, member_id))
+
+    def _current_deadline(self, kind: str, group_id: str, member_id: str) -> float | None:
+        group = self._groups.get(group_id)
+        if group is None:
+            return None
+        if kind == "join":
+            return group.join_deadline
+        if kind == "sync":
+            return group.sync_deadline
+        if kind == "pending":
+            return group.pending_members.get(member_id)
+        member = group.members.get(member_id)
+        return member.heartbeat_deadline if member is not None else None
 
     def _run_timers(self, now: float) -> None:
-        # Each expiry can arm new deadlines (some due at once, e.g. a zero initial delay), so
-        # loop until nothing is due. Every re-armed deadline is either later than ``now`` or
-        # clears the condition that armed it, so this terminates; the bound is a safety net.
-        for _ in range(100_000):
-            due = [(d, key) for key, d in self._deadlines() if d <= now]
-            if not due:
+        # Expiries can arm new deadlines, some due at once (a zero initial delay): keep popping
+        # until the earliest live deadline is in the future. Each expiry clears or pushes back
+        # the deadline it fired, so this ends; the bound is a safety net.
+        for _ in range(1_000_000):
+            deadline = self.next_deadline()
+            if deadline is None or deadline > now:
                 return
-            _, (kind, gid, mid) = min(due)
+            _, _, kind, gid, mid = heapq.heappop(self._timers)
             group = self._groups[gid]
             if kind == "join":
                 self._expire_join(group, now)
@@ -1261,8 +1279,9 @@ class GroupCoordinator:
                     self._answer_parked(removed, ErrorCode.UNKNOWN_MEMBER_ID)
             self._prepare_rebalance(group, now)
 
-    def _schedule_heartbeat(self, member: Member, now: float) -> None:
+    def _schedule_heartbeat(self, group: ClassicGroup, member: Member, now: float) -> None:
         member.heartbeat_deadline = now + member.session_timeout_ms / 1000
+        self._arm(member.heartbeat_deadline, "member", group.group_id, member.member_id)
 
     # ================================================================ failover
 
@@ -1283,13 +1302,14 @@ class GroupCoordinator:
                 self._answer_parked(member, ErrorCode.NOT_COORDINATOR)
         old = self._groups
         self._groups = {}
+        self._timers = []
         for gid in sorted(set(old) | set(self._offsets)):
             stored = old[gid].stored if gid in old else None
             if stored is None and gid not in self._offsets:
                 continue
             group = ClassicGroup.from_stored(gid, stored)
             for member in group.members.values():
-                self._schedule_heartbeat(member, now)
+                self._schedule_heartbeat(group, member, now)
             self._groups[gid] = group
             max_size = self.config.group_max_size
             if max_size is not None and len(group.members) > max_size:

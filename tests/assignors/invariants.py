@@ -6,7 +6,7 @@ partition. They take the assignor's plain inputs and outputs, so any assignor ca
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from aiogroup.protocol.types import Assignment, PartitionsByTopic, Subscription
 
@@ -110,12 +110,13 @@ def check_balanced(
 
 
 def claims_of(subscriptions: Mapping[str, PartitionsByTopic]) -> dict[tuple[str, int], set[str]]:
-    """(topic, partition) -> the members claiming it."""
+    """(topic, partition) -> the members claiming it (malformed entries skipped)."""
     out: dict[tuple[str, int], set[str]] = {}
     for member, owned in subscriptions.items():
         for topic, parts in owned.items():
-            for p in parts:
-                out.setdefault((topic, p), set()).add(member)
+            for p in parts if isinstance(parts, Iterable) else ():
+                if isinstance(p, int):
+                    out.setdefault((topic, p), set()).add(member)
     return out
 
 

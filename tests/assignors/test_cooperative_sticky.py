@@ -187,6 +187,9 @@ def test_user_data_is_java_bare_int32() -> None:
         {"t": (1, 1)},
         {"nope": (0,)},
         {"t": (0,), "u": (0,)},
+        {"t": ("x",)},  # type: ignore[dict-item]
+        {"t": (1.5, 2)},  # type: ignore[dict-item]
+        {"t": None},  # type: ignore[dict-item]
     ],
 )
 def test_bad_claims_never_crash(owned: PartitionsByTopic, caplog: pytest.LogCaptureFixture) -> None:

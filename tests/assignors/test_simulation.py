@@ -75,9 +75,7 @@ class Group:
         rejoin = False
         for m, mem in self.members.items():
             got = result[m].partitions
-            revoked = any(
-                set(ps) - set(got.get(t, ())) for t, ps in mem.owned.items() if ps
-            )
+            revoked = any(set(ps) - set(got.get(t, ())) for t, ps in mem.owned.items() if ps)
             rejoin = rejoin or revoked
             mem.owned = dict(got)
             mem.generation = self.generation

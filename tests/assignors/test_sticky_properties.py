@@ -64,8 +64,7 @@ def groups(draw: st.DrawFn, *, uniform: bool | None = None, bad: bool = True) ->
         topics = {m: list(shared) for m in members}
     else:
         topics = {
-            m: draw(st.lists(st.sampled_from(list(ppt)), min_size=1, unique=True))
-            for m in members
+            m: draw(st.lists(st.sampled_from(list(ppt)), min_size=1, unique=True)) for m in members
         }
     existing = [(t, p) for t, n in ppt.items() for p in range(n)]
     owned: dict[str, dict[str, tuple[int, ...]]] = {}

@@ -128,7 +128,10 @@ def loop(consumer: Any, commands: queue.Queue[str], errors: list[Any], *, conflu
             continue
         while errors:
             err = errors.pop(0)
-            emit("error", code=err.code(), text=str(err)[:300])
+            code = err.code()
+            if code == -150 and "group.instance.id" in str(err):
+                code = 82  # librdkafka wraps FENCED_INSTANCE_ID in _FATAL (-150)
+            emit("error", code=code, text=str(err)[:300])
         now = sorted(tp.partition for tp in consumer.assignment())
         if now != owned:
             owned = now
@@ -143,9 +146,7 @@ def loop(consumer: Any, commands: queue.Queue[str], errors: list[Any], *, conflu
                 offsets = {str(tp.partition): tp.offset for tp in done or []}
             else:
                 consumer.commit()
-                offsets = {
-                    str(tp.partition): consumer.position(tp) for tp in consumer.assignment()
-                }
+                offsets = {str(tp.partition): consumer.position(tp) for tp in consumer.assignment()}
             emit("committed", offsets=offsets)
         elif command == "close":
             break

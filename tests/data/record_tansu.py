@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from aiogroup.protocol.types import TopicPartition
-from aiogroup.telemetry import JsonlTelemetry, KafkaPythonListener, confluent_callbacks
+from aiogroup.telemetry import ConfluentRecorder, JsonlTelemetry, KafkaPythonListener
 from aiogroup.testing.tansu import TansuBroker
 
 HERE = Path(__file__).parent
@@ -111,16 +111,15 @@ def confluent_member(
         def on_revoke(c: Any, parts: list[Any]) -> None:
             group.change(name, [], [p.partition for p in parts])
 
-        consumer.subscribe(
-            [TOPIC],
-            **confluent_callbacks(
-                telemetry, protocol="cooperative-sticky", group_id=group_id,
-                on_assign=on_assign, on_revoke=on_revoke,
-            ),
+        recorder = ConfluentRecorder(
+            telemetry, protocol="cooperative-sticky", group_id=group_id,
+            on_assign=on_assign, on_revoke=on_revoke,
         )
+        consumer.subscribe([TOPIC], **recorder.callbacks())
         try:
             while not stop.is_set():
                 msgs = consumer.consume(50, timeout=0.2)
+                recorder.observe(consumer)
                 _record_batch(telemetry, [(m.partition(), m.offset()) for m in msgs
                                           if m.error() is None])
                 if msgs:
@@ -168,6 +167,7 @@ def kafka_python_member(
         try:
             while not stop.is_set():
                 batches = consumer.poll(timeout_ms=200)
+                listener.observe()
                 records = [(r.partition, r.offset) for rs in batches.values() for r in rs]
                 _record_batch(telemetry, records)
                 if records:

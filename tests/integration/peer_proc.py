@@ -132,7 +132,6 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, stop: threading.Ev
 
 
 def run_aiogroup(args: argparse.Namespace, rec: Recorder, stop: threading.Event) -> None:
-    from aiogroup.assignors import CooperativeStickyAssignor
     from aiogroup.client import GroupMember
 
     class Listener:
@@ -150,7 +149,7 @@ def run_aiogroup(args: argparse.Namespace, rec: Recorder, stop: threading.Event)
             args.bootstrap,
             args.group,
             topics=args.topics,
-            assignors=[CooperativeStickyAssignor()],
+            assignors=["cooperative-sticky"],
             listener=Listener(),
             session_timeout_ms=args.session_ms,
             heartbeat_interval_ms=args.heartbeat_ms,

@@ -122,3 +122,11 @@ def test_encode_rejects() -> None:
     with pytest.raises(InvalidFieldError) as info:
         encode_sticky_user_data({"t": [1]}, 2**31)
     assert info.value.field == "generation"
+
+
+def test_any_sequence_or_set_of_partitions_encodes_the_same() -> None:
+    expected = encode_sticky_user_data({"a": [0, 1], "b": [3]}, 2)
+    assert encode_sticky_user_data({"b": {3}, "a": range(2)}, 2) == expected
+    assert encode_sticky_user_data({"b": frozenset([3]), "a": (1, 0)}, 2) == expected
+    # bool is an int to struct; both paths agree on it.
+    assert encode_sticky_user_data({"a": [True, 0], "b": {3}}, 2) == expected

@@ -647,7 +647,7 @@ def test_leave_during_completing_rebalance_restarts_rebalance() -> None:
 
 
 def test_members_that_never_sync_are_removed() -> None:
-    # KAFKA-13395 / DelayedSync: after the JoinGroup answers, every member must sync within the
+    # KAFKA-12890 / DelayedSync: after the JoinGroup answers, every member must sync within the
     # rebalance timeout.
     h = Harness()
     h.join_new("a", rebalance_ms=20_000)
@@ -1096,3 +1096,119 @@ def test_commit_request_type_smoke() -> None:
         h.now,
     )
     assert resp.partitions == (("b", 1, 0), ("a", 0, 0))
+
+
+def test_pending_member_with_instance_id_is_a_server_error() -> None:
+    # Kafka throws IllegalStateException (UNKNOWN_SERVER_ERROR on the wire): a pending member
+    # id is only ever handed to a dynamic member.
+    h = Harness()
+    first = h.join()
+    r = h.join(first.value.member_id, instance="i1")
+    assert r.value.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def test_join_v0_uses_session_timeout_as_rebalance_timeout() -> None:
+    h = Harness()
+    h.join(version=0, session_ms=12_000, rebalance_ms=-1)
+    (m,) = h.view().members
+    assert (m.session_timeout_ms, m.rebalance_timeout_ms) == (12_000, 12_000)
+
+
+def test_failover_over_capacity_group_rebalances() -> None:
+    h = Harness()
+    h.form_group(2)
+    h.coord.config = CoordinatorConfig(group_max_size=1)
+    h.coord.failover(h.now)
+    assert h.view().state == "PreparingRebalance"
+
+
+def test_superseded_sync_is_answered() -> None:
+    h = Harness()
+    h.join_new("a")
+    h.join_new("b")
+    h.rejoin_all()
+    v = h.view()
+    follower = next(m.member_id for m in v.members if m.member_id != v.leader)
+    first = h.sync(follower, v.generation_id)
+    second = h.sync(follower, v.generation_id)
+    assert first.value.error_code == ErrorCode.REBALANCE_IN_PROGRESS
+    h.sync(v.leader or "", v.generation_id, [(follower, b"F")])
+    assert second.value.assignment == b"F"
+
+
+def test_rebalance_with_only_absent_static_members_waits_for_their_sessions() -> None:
+    # onCompleteJoin: if nobody rejoined (only static members are left) the join is retried
+    # after another rebalance timeout; their sessions decide.
+    h = Harness()
+    ids, gen = form_static_group(h, ["i1"])
+    h.join_new("dyn", rebalance_ms=1000)  # a dynamic newcomer that then leaves
+    dyn = next(m.member_id for m in h.view().members if m.group_instance_id is None)
+    h.leave(MemberIdentity(dyn))
+    assert h.view().state == "PreparingRebalance"
+    for _ in range(6):  # the static member heartbeats but never rejoins
+        h.advance(5.0)
+        assert h.heartbeat(ids["i1"], gen, instance="i1") == ErrorCode.REBALANCE_IN_PROGRESS
+    # 30 s rebalance timeout passed: nobody rejoined, the static member is kept, and the join
+    # waits another rebalance timeout.
+    assert h.view().state == "PreparingRebalance" and len(h.view().members) == 1
+    h.advance(10.0)  # it went silent: its session expires and the group empties
+    assert h.view().state == "Empty" and h.view().generation_id == gen + 1
+
+
+def test_java_hashmap_order_across_a_resize() -> None:
+    # 14 keys push a HashMap from 16 to 32 buckets; order printed by JDK 17's HashMap.keySet().
+    keys = [f"proto-{i}" for i in range(14)]
+    java = "9,5,6,7,8,11,10,13,12,1,2,3,4,0"
+    assert java_hashmap_order(keys) == [f"proto-{i}" for i in java.split(",")]
+
+
+def test_static_restart_fences_parked_sync() -> None:
+    # The old incarnation waits in SyncGroup for the leader; its replacement fences it, and
+    # since the group is CompletingRebalance a new rebalance starts.
+    h = Harness()
+    ids, _ = form_static_group(h, ["i1", "i2"])
+    leader_inst = next(i for i, m in ids.items() if m == h.view().leader)
+    other = "i2" if leader_inst == "i1" else "i1"
+    h.join(ids[leader_inst], instance=leader_inst)
+    h.rejoin_all()
+    gen = h.view().generation_id
+    parked = h.sync(ids[other], gen, instance=other)
+    assert not parked.done
+    h.join(instance=other)
+    assert parked.value.error_code == ErrorCode.FENCED_INSTANCE_ID
+    assert h.view().state == "PreparingRebalance"
+
+
+def test_leaving_member_with_parked_sync_is_answered() -> None:
+    h = Harness()
+    h.join_new("a")
+    h.join_new("b")
+    h.rejoin_all()
+    v = h.view()
+    follower = next(m.member_id for m in v.members if m.member_id != v.leader)
+    parked = h.sync(follower, v.generation_id)
+    assert h.leave(MemberIdentity(follower)) == [ErrorCode.NONE]
+    assert parked.value.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_absent_static_leader_hands_leadership_to_a_member_that_rejoined() -> None:
+    h = Harness()
+    ids, gen = form_static_group(h, ["i1", "i2"])
+    leader_inst = next(i for i, m in ids.items() if m == h.view().leader)
+    other = "i2" if leader_inst == "i1" else "i1"
+    r = h.join(ids[other], instance=other, protocols=[("range", b"changed")])
+    for _ in range(6):  # the static leader heartbeats but does not rejoin
+        h.advance(5.0)
+        h.heartbeat(ids[leader_inst], gen, instance=leader_inst)
+    assert r.value.leader == ids[other] and r.value.generation_id == gen + 1
+    assert ids[leader_inst] in {m.member_id for m in h.view().members}
+
+
+def test_default_member_ids_are_client_id_dash_uuid() -> None:
+    coord = GroupCoordinator()
+    reply: Reply[JoinGroupResponseData] = Reply()
+    coord.join_group(
+        JoinGroupRequestData("g", "", "consumer", [RANGE], 10_000, client_id="app"), 0.0, reply
+    )
+    prefix, _, rest = reply.value.member_id.partition("-")
+    assert prefix == "app" and len(rest) == 36 and rest.count("-") == 4

@@ -9,12 +9,18 @@ from typing import Any
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
 from aiogroup.testing._group import State
 from aiogroup.testing.coordinator import (
     DescribedGroup,
     ErrorCode,
+    JoinGroupRequestData,
     JoinGroupResponseData,
     MemberIdentity,
     OffsetFetchRequestData,
@@ -100,14 +106,24 @@ class CoordinatorMachine(RuleBasedStateMachine):
         rebalance_ms: int,
     ) -> None:
         state = self.slots[(group, slot)]
-        reply = self._track_join(group, slot)
         req_member = state.member_id if use_id else ""
-        from aiogroup.testing.coordinator import JoinGroupRequestData
+        self._join_request(group, slot, req_member, protocols, version, session_ms, rebalance_ms)
 
+    def _join_request(
+        self,
+        group: str,
+        slot: str,
+        member_id: str,
+        protocols: tuple[tuple[str, bytes], ...],
+        version: int,
+        session_ms: int,
+        rebalance_ms: int,
+    ) -> None:
+        reply = self._track_join(group, slot)
         self.h.coord.join_group(
             JoinGroupRequestData(
                 group_id=group,
-                member_id=req_member,
+                member_id=member_id,
                 protocol_type="consumer",
                 protocols=list(protocols),
                 session_timeout_ms=session_ms,
@@ -127,7 +143,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
         assign=st.booleans(),
         check_protocol=st.booleans(),
     )
-    def sync(self, group: str, slot: str, gen_delta: int, assign: bool, check_protocol: bool) -> None:
+    def sync(
+        self, group: str, slot: str, gen_delta: int, assign: bool, check_protocol: bool
+    ) -> None:
         state = self.slots[(group, slot)]
         view = self.h.coord.group_state(group)
         assignments: list[tuple[str, bytes]] = []
@@ -176,6 +194,43 @@ class CoordinatorMachine(RuleBasedStateMachine):
         if code == ErrorCode.NONE:
             fetched = self.h.coord.fetch_offsets(OffsetFetchRequestData(group, [("t", 0)]))
             assert fetched.partitions[0].committed_offset == 42
+
+    @rule(group=st.sampled_from(GROUPS))
+    def converge(self, group: str) -> None:
+        """Well-behaved members: everyone rejoins, then everyone syncs (leader last)."""
+        view = self.h.coord.group_state(group)
+        if view is not None and view.state == "PreparingRebalance":
+            for m in view.members:
+                if not m.awaiting_join:
+                    self._join_request(
+                        group,
+                        m.client_id,
+                        m.member_id,
+                        m.protocols,
+                        9,
+                        m.session_timeout_ms,
+                        m.rebalance_timeout_ms,
+                    )
+            self.h.advance(0.6)  # past the initial rebalance delay
+        view = self.h.coord.group_state(group)
+        if view is not None and view.state == "CompletingRebalance":
+            ordered = sorted(view.members, key=lambda m: m.member_id == view.leader)
+            for m in ordered:
+                is_leader = m.member_id == view.leader
+                assignments = [(x.member_id, x.member_id.encode()) for x in view.members]
+                self.sync_replies.append(
+                    self.h.sync(
+                        m.member_id,
+                        view.generation_id,
+                        assignments if is_leader else [],
+                        group=group,
+                        instance=m.group_instance_id,
+                    )
+                )
+            after = self.h.coord.group_state(group)
+            assert after is not None and after.state == "Stable"
+            for m in after.members:
+                assert m.assignment == m.member_id.encode()
 
     @rule(seconds=st.sampled_from([0.0, 0.3, 2.0, 5.0, 7.0, 21.0]))
     def advance(self, seconds: float) -> None:
@@ -234,9 +289,14 @@ class CoordinatorMachine(RuleBasedStateMachine):
                     m.metadata(group.protocol_name)
                     assert not m.is_awaiting_join
             if group.state == State.STABLE:
-                # Stable: the leader's assignment was distributed; nobody still waits.
+                # Stable: the leader's assignment was distributed and stored for this very
+                # generation and membership; nobody still waits for it.
+                assert group.stored is not None
+                assert group.stored.generation_id == group.generation_id
+                assert {sm.member_id for sm in group.stored.members} == set(members)
+                stored = {sm.member_id: sm.assignment for sm in group.stored.members}
                 for m in members.values():
-                    assert isinstance(m.assignment, bytes) and not m.is_awaiting_sync
+                    assert stored[m.member_id] == m.assignment and not m.is_awaiting_sync
             if group.state == State.PREPARING_REBALANCE:
                 assert group.join_deadline is not None
                 assert all(not m.is_awaiting_sync for m in members.values())
@@ -246,10 +306,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 assert members[mid].group_instance_id == inst
             # Liveness: every member has a session deadline unless a parked request covers it.
             for m in members.values():
-                assert m.heartbeat_deadline is not None or m.is_awaiting_join or (
-                    m.is_awaiting_sync
+                assert (
+                    m.heartbeat_deadline is not None or m.is_awaiting_join or (m.is_awaiting_sync)
                 )
-            # At most the configured size... of members that joined after the limit applied.
         assert not coord._outbox
 
     def teardown(self) -> None:
@@ -275,6 +334,7 @@ test_coordinator_machine = CoordinatorMachine.TestCase
 
 @pytest.mark.slow
 def test_coordinator_machine_long() -> None:
-    run = CoordinatorMachine.TestCase("runTest")
-    run.settings = settings(max_examples=300, stateful_step_count=80, deadline=None)
-    run.runTest()
+    run_state_machine_as_test(
+        CoordinatorMachine,
+        settings=settings(max_examples=300, stateful_step_count=80, deadline=None),
+    )

@@ -1,0 +1,52 @@
+"""Brokers for the integration tests: Tansu (always), Apache Kafka via testcontainers (Docker).
+
+Every test that takes ``cluster`` runs once per broker kind. The Kafka variant is marked
+``docker`` and skips with the reason :func:`docker_engine_available` gives when no Docker engine
+answers. Each module gets its own broker; each test uses fresh group ids and topics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from aiogroup.testing.tansu import TansuBroker, docker_engine_available, find_tansu
+
+
+@dataclass(frozen=True)
+class Cluster:
+    kind: str  # "tansu" or "kafka"
+    bootstrap: str
+
+
+def _tansu() -> Iterator[Cluster]:
+    if find_tansu() is None:
+        pytest.skip("Tansu is not installed: pip install 'aiogroup[broker]'")
+    with TansuBroker() as broker:
+        yield Cluster("tansu", broker.bootstrap)
+
+
+def _kafka() -> Iterator[Cluster]:
+    ok, reason = docker_engine_available()
+    if not ok:
+        pytest.skip(f"Apache Kafka tests need a Docker engine: {reason}")
+    from testcontainers.community.kafka import KafkaContainer
+
+    container = KafkaContainer("apache/kafka:4.1.0").with_env(
+        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0"
+    )
+    with container as kafka:
+        yield Cluster("kafka", kafka.get_bootstrap_server())
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param("tansu", marks=pytest.mark.tansu),
+        pytest.param("kafka", marks=pytest.mark.docker),
+    ],
+)
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    yield from (_tansu() if request.param == "tansu" else _kafka())
