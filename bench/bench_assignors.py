@@ -10,6 +10,8 @@ Shapes (pick with ``--shapes``; default: all):
 - ``unequal``: 100 members x 100 topics, random subscriptions and partition counts (seeded):
   fresh and one leaving; the balance is verified (no partition could move to an eligible member
   with 2+ fewer) and printed.
+- ``big-unequal``: the ``big`` shape where every other member subscribes to half the topics
+  (the general path at 1M partitions).
 
 Input building is timed separately from ``assign()``; each timing is the best of ``--repeat``
 runs. Partitions moved are compared with the minimum needed. Ratios are computed against peers
@@ -282,7 +284,7 @@ def unequal_shape(seed: int, nmembers: int, ntopics: int) -> tuple[dict, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shapes", default="big,peers,unequal")
+    parser.add_argument("--shapes", default="big,peers,unequal,big-unequal")
     parser.add_argument("--repeat", type=int, default=2, help="best of N for aiogroup timings")
     parser.add_argument("--no-peers", action="store_true", help="skip kafka-python / aiokafka")
     parser.add_argument("--seed", type=int, default=42)
@@ -299,6 +301,11 @@ def main(argv: list[str] | None = None) -> int:
     if "unequal" in shapes:
         ppt, topics = unequal_shape(args.seed, 100, 100)
         run_case("unequal subscriptions", ppt, topics, args.repeat, peers=False)
+    if "big-unequal" in shapes:
+        ppt, topics = uniform_shape(500, 2000, 2000)
+        half = sorted(ppt)[:250]
+        topics = {m: (ts if i % 2 else half) for i, (m, ts) in enumerate(sorted(topics.items()))}
+        run_case("big, unequal subscriptions", ppt, topics, 1, peers=False)
     return 0
 
 

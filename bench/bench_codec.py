@@ -47,15 +47,12 @@ def ours(payloads: list[bytes]) -> list[bytes]:
 
 
 def kafka_python(payloads: list[bytes]) -> list[bytes]:
-    return [
-        ConsumerProtocolSubscription.decode(p).encode(version=3)  # type: ignore[no-untyped-call]
-        for p in payloads
-    ]
+    return [ConsumerProtocolSubscription.decode(p).encode(version=3) for p in payloads]
 
 
 def fields_agree(payload: bytes) -> bool:
     mine = decode_subscription(payload)
-    theirs = ConsumerProtocolSubscription.decode(payload)  # type: ignore[no-untyped-call]
+    theirs = ConsumerProtocolSubscription.decode(payload)
     return bool(
         list(mine.topics) == list(theirs.topics)
         and mine.user_data == theirs.user_data
@@ -87,7 +84,7 @@ def decode_ours(payloads: list[bytes]) -> list[Subscription]:
 
 
 def decode_kafka_python(payloads: list[bytes]) -> list[object]:
-    return [ConsumerProtocolSubscription.decode(p) for p in payloads]  # type: ignore[no-untyped-call]
+    return [ConsumerProtocolSubscription.decode(p) for p in payloads]
 
 
 def main() -> None:

@@ -167,7 +167,6 @@ def _partition_rows(events: DataFrame) -> DataFrame:
         .select(
             "group",
             "member",
-            "client",
             "type",
             "generation_id",
             "rebalance_protocol",
@@ -185,7 +184,6 @@ def _partition_rows(events: DataFrame) -> DataFrame:
     return exploded.select(
         "group",
         "member",
-        "client",
         "topic",
         F.col("partition").cast("int").alias("partition"),
         kind.alias("kind"),
@@ -206,13 +204,21 @@ def _member_ends(events: DataFrame) -> DataFrame:
 
 
 def _intervals(rows: DataFrame, member_ends: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Ownership intervals, and per-member counts of redundant partition events."""
+    """Ownership intervals, and per-member counts of redundant partition events.
+
+    One window pass per (member, partition): an assigned row that follows a release (or
+    nothing) opens an interval, which the first later release closes.
+    """
     key = ["group", "member", "topic", "partition"]
     w = Window.partitionBy(*key).orderBy("ts", "seq", "t")
+    after = w.rowsBetween(1, Window.unboundedFollowing)
     is_assign = F.col("kind") == "assigned"
-    flagged = rows.withColumn("is_assign", is_assign).withColumn(
-        "prev_assign", F.coalesce(F.lag("is_assign").over(w), F.lit(False))
-    )
+    release = F.when(~is_assign, F.struct("t", "kind", "gen", "rp"))
+    flagged = rows.select(
+        "*",
+        F.coalesce(F.lag(is_assign).over(w), F.lit(False)).alias("prev_assign"),
+        F.first(release, ignorenulls=True).over(after).alias("release"),
+    ).withColumn("is_assign", is_assign)
     redundant = (
         flagged.where(F.col("is_assign") == F.col("prev_assign"))
         .groupBy("group", "member")
@@ -221,31 +227,22 @@ def _intervals(rows: DataFrame, member_ends: DataFrame) -> tuple[DataFrame, Data
             F.sum((~F.col("is_assign")).cast("long")).alias("released_while_unowned"),
         )
     )
-    effective = flagged.where(F.col("is_assign") != F.col("prev_assign"))
-    we = Window.partitionBy(*key).orderBy("ts", "seq", "t")
-    paired = effective.select(
-        "*",
-        F.lead("t").over(we).alias("end_t"),
-        F.lead("kind").over(we).alias("end_kind"),
-        F.lead("gen").over(we).alias("end_gen"),
-        F.lead("rp").over(we).alias("end_rp"),
-    ).where(F.col("is_assign"))
+    opened = flagged.where(F.col("is_assign") & ~F.col("prev_assign"))
     intervals = (
-        paired.join(member_ends, ["group", "member"], "left")
+        opened.join(F.broadcast(member_ends), ["group", "member"], "left")
         .select(
             "group",
             "topic",
             "partition",
             "member",
-            "client",
             F.col("gen").alias("generation_id"),
             "rp",
             F.col("t").alias("start"),
-            F.greatest(F.coalesce("end_t", "member_end"), F.col("t")).alias("end"),
-            F.coalesce("end_kind", F.lit("open")).alias("end_kind"),
-            F.col("end_gen"),
-            F.col("end_rp"),
-            F.col("end_t").isNull().alias("open"),
+            F.greatest(F.coalesce("release.t", "member_end"), F.col("t")).alias("end"),
+            F.coalesce("release.kind", F.lit("open")).alias("end_kind"),
+            F.col("release.gen").alias("end_gen"),
+            F.col("release.rp").alias("end_rp"),
+            F.col("release").isNull().alias("open"),
         )
         .withColumn("duration_s", F.col("end") - F.col("start"))
     )
@@ -254,16 +251,18 @@ def _intervals(rows: DataFrame, member_ends: DataFrame) -> tuple[DataFrame, Data
 
 def _segments(intervals: DataFrame) -> DataFrame:
     """Sweep over interval boundaries: [t, next_t) segments with their owner count."""
-    starts = intervals.select(
-        "group", "topic", "partition", F.col("start").alias("t"), F.lit(1).alias("delta"),
-        F.col("generation_id").alias("gen"),
-    )
-    ends = intervals.select(
-        "group", "topic", "partition", F.col("end").alias("t"), F.lit(-1).alias("delta"),
-        F.lit(None).cast("long").alias("gen"),
+    bounds = F.explode(
+        F.array(
+            F.struct(F.col("start").alias("t"), F.lit(1).alias("delta"),
+                     F.col("generation_id").alias("gen")),
+            F.struct(F.col("end").alias("t"), F.lit(-1).alias("delta"),
+                     F.lit(None).cast("long").alias("gen")),
+        )
     )
     w = Window.partitionBy("group", "topic", "partition").orderBy("t", "delta")
-    swept = starts.unionByName(ends).select(
+    swept = intervals.select("group", "topic", "partition", bounds.alias("b")).select(
+        "group", "topic", "partition", "b.t", "b.delta", "b.gen"
+    ).select(
         "*",
         F.sum("delta").over(w.rowsBetween(Window.unboundedPreceding, 0)).alias("owners"),
         F.lead("t").over(w).alias("next_t"),
@@ -355,7 +354,7 @@ def _moves(intervals: DataFrame, events: DataFrame) -> DataFrame:
         F.max("generation_id").alias("member_last_gen"))
     iv = (
         intervals.where(F.col("generation_id").isNotNull())
-        .join(last_gen, ["group", "member"], "left")
+        .join(F.broadcast(last_gen), ["group", "member"], "left")
         # A cooperative revocation releases a partition for the next round (KIP-429) unless it
         # is the member's goodbye (revoked in its last generation, i.e. on leave/close).
         .withColumn(
@@ -386,12 +385,21 @@ def _moves(intervals: DataFrame, events: DataFrame) -> DataFrame:
     )
 
     # Holdings: an assignment makes its member the holder; a cooperative release frees it.
-    gains = iv.select(*key, F.col("generation_id").alias("gen"), F.col("start").alias("t"),
-                      F.col("member").alias("owner"))
-    releases = iv.where(F.col("released")).select(
-        *key, F.col("end_gen").alias("gen"), F.col("end").alias("t"),
-        F.lit(None).cast("string").alias("owner"))
-    changes = gains.unionByName(releases)
+    gains = iv.select(*key, F.col("generation_id").alias("gen"))
+    change = F.explode(
+        F.array(
+            F.struct(F.col("generation_id").alias("gen"), F.col("start").alias("t"),
+                     F.col("member").alias("owner")),
+            F.when(F.col("released"), F.struct(F.col("end_gen").alias("gen"),
+                                               F.col("end").alias("t"),
+                                               F.lit(None).cast("string").alias("owner"))),
+        )
+    )
+    changes = (
+        iv.select(*key, change.alias("c"))
+        .where(F.col("c").isNotNull())
+        .select(*key, "c.gen", "c.t", "c.owner")
+    )
     wc = Window.partitionBy(*key).orderBy("gen", "t")
     changes = changes.withColumn("prev_owner", F.lag("owner").over(wc))
     plus = changes.where(F.col("owner").isNotNull()).select(
@@ -569,8 +577,10 @@ def run_audit(
 ) -> AuditResult:
     """Build every result DataFrame (lazily; the caller writes or collects them)."""
     classified = classify(read_events(spark, paths)).cache()
-    events = _events(classified).cache()
-    rows = _partition_rows(events)
+    events = _events(classified)
+    # Everything per partition shares one hash partitioning: the window and aggregation steps
+    # below then need no further shuffle of the big tables.
+    rows = _partition_rows(events).repartition("group", "topic", "partition")
     member_ends = _member_ends(events).cache()
     intervals, redundant = _intervals(rows, member_ends)
     intervals = intervals.cache()

@@ -22,8 +22,12 @@ Rules, with where they come from:
   by one member are dropped with a warning on the ``aiogroup.assignors`` logger.
 - Uniform subscriptions take a quota path: ``N // M`` each and ``N % M`` members one more; the
   one-more slots go first to members that already own more than ``N // M`` (fewest moves).
-- Unequal subscriptions take a general path: keep, fill the least loaded eligible member, then
-  move partitions until no partition could move to an eligible member with 2+ fewer.
+- Unequal subscriptions take a general path: keep, fill the least loaded eligible member (most
+  constrained topics first), then move partitions until no partition could move to an eligible
+  member with 2+ fewer. Newly given partitions move before owned ones, and before revoking an
+  owned partition the balancer looks for a chain of newly given partitions that fixes the same
+  imbalance. That keeps the plan sticky and is what lets a cooperative group converge within
+  two rebalances (KIP-429): the second round finds a balanced completion of what members kept.
 - Partitions handed out are ordered by partition, then topic (KAFKA-16277), so one member does
   not get a whole topic while another gets another topic.
 - Deterministic (KAFKA-12898): members and topics are sorted first, so input order is irrelevant.
@@ -524,6 +528,7 @@ def _general(
 
     # Fresh partitions already moved sideways once (see below); bounds those moves.
     swapped: set[int] = set()
+    budget = [members + layout.total]  # sideways chains allowed (termination)
 
     def raise_up(b: int) -> bool:
         """Give ``b`` one newly given partition from a member with more, if there is one.
@@ -550,12 +555,27 @@ def _general(
         move(c, b, k2, 1)
         return True
 
-    def augment(a: int) -> bool:
+    def least_load(k: int) -> int:
+        b = least[k]
+        if b < 0:
+            b = least[k] = min(subs[k], key=loadkey)
+        return load[b]
+
+    def settled(y: int, k: int) -> bool:
+        """Would ``y`` stay violation-free after receiving one more partition of topic ``k``?
+        (Every topic it would hold has a subscriber with at most one fewer.)"""
+        after = load[y] + 1
+        if least_load(k) < after - 1:
+            return False
+        return all(least_load(kk) >= after - 1 for kk in held[y])
+
+    def augment(a: int, slack: int) -> bool:
         """Lower ``a`` by one along a chain of newly given partitions ending at a member with
-        2+ fewer than ``a`` (each hop: a member passes one of its new partitions to an eligible
-        member). Only new partitions move, so nothing owned is revoked; the ends change by one,
-        so the sum of squared loads drops and this cannot loop."""
-        target = load[a] - 2
+        ``slack`` fewer than ``a`` or less (each hop: a member passes one of its new partitions
+        to an eligible member). Only new partitions move, so nothing owned is revoked. With
+        slack 2 the sum of squared loads drops; with slack 1 it stays (a sideways chain), so
+        those are rationed by ``budget`` to guarantee termination."""
+        target = load[a] - slack
         parent: dict[int, tuple[int, int]] = {a: (-1, -1)}
         expanded: set[int] = set()
         frontier = [a]
@@ -571,7 +591,7 @@ def _general(
                         if y in parent:
                             continue
                         parent[y] = (x, k)
-                        if load[y] <= target:
+                        if load[y] <= target and (slack > 1 or settled(y, k)):
                             end = y
                             break
                         nxt.append(y)
@@ -613,7 +633,8 @@ def _general(
     changed = True
     while changed:
         changed = False
-        floor_load = min(load)  # never decreases: a move only raises the receiver
+        # Never decreases (a move only raises the receiver), so a stale value is a safe bound.
+        floor_load = min((load[i] for i in range(members) if topics_of[i]), default=0)
         for a in sorted(range(members), key=lambda i: (-load[i], i)):
             while load[a] - 2 >= floor_load:
                 la = load[a]
@@ -634,8 +655,12 @@ def _general(
                     break
                 owned_flag, lb, k = best
                 changed = True
-                if owned_flag and (augment(a) or lower_down(a) or raise_up(best_b)):
-                    continue
+                if owned_flag:
+                    if augment(a, 2) or lower_down(a) or raise_up(best_b):
+                        continue
+                    if budget[0] > 0 and augment(a, 1):
+                        budget[0] -= 1
+                        continue
                 fresh = len(held[a][k]) if not owned_flag else 1
                 if not owned_flag:
                     ids = held[a][k]

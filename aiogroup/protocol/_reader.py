@@ -60,9 +60,12 @@ unpack_i32 = _I32.unpack_from
 pack_i16 = _I16.pack
 pack_i32 = _I32.pack
 
-# Compiled formats for partition arrays and whole (topic, [int32]) entries, reused across calls
-# (struct's own cache keeps only 100 formats). Bounded so hostile sizes cannot grow them.
+# Compiled formats for partition arrays and topic headers, reused across calls (struct's own
+# cache keeps only 100 formats). A Struct's size does not depend on its repeat count, and every
+# cache here is bounded, so hostile input cannot grow them without limit.
 _CACHE_LIMIT = 4096
+#: Kafka's longest legal topic name; only names up to this length are cached.
+_MAX_CACHED_NAME = 249
 
 
 class _ArrayStructs(dict[int, struct.Struct]):
@@ -76,8 +79,23 @@ class _ArrayStructs(dict[int, struct.Struct]):
 
 
 _ARRAY_STRUCTS = _ArrayStructs()
+
+
+class _HeadStructs(dict[int, struct.Struct]):
+    """``n -> Struct(">{n}si")``: a topic of ``n`` bytes then its partition count."""
+
+    def __missing__(self, n: int) -> struct.Struct:
+        s = struct.Struct(f">{n}si")
+        if len(self) < _CACHE_LIMIT:
+            self[n] = s
+        return s
+
+
+_HEAD_STRUCTS = _HeadStructs()
+
 # Topic names are few and repeat in every member's payload: decoding shares one str per name
 # (a 1M-partition group would otherwise hold a million copies), encoding reuses its header.
+# At most _CACHE_LIMIT names of at most _MAX_CACHED_NAME bytes: about 2 MB at worst.
 _TOPIC_NAMES: dict[bytes, str] = {}
 _TOPIC_HEADERS: dict[str, bytes] = {}
 _FAST_SEQUENCES = (tuple, list)
@@ -116,7 +134,7 @@ def scan_strings(buf: bytes, pos: int) -> tuple[list[str], int] | None:
             text = names.get(raw)
             if text is None:
                 text = raw.decode("utf-8")
-                if len(names) < _CACHE_LIMIT:
+                if slen <= _MAX_CACHED_NAME and len(names) < _CACHE_LIMIT:
                     names[raw] = text
             append(text)
             pos = p_next
@@ -133,6 +151,7 @@ def scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ..
     """
     end = len(buf)
     structs = _ARRAY_STRUCTS
+    heads = _HEAD_STRUCTS
     names = _TOPIC_NAMES
     result: dict[str, tuple[int, ...]] = {}
     try:
@@ -143,18 +162,20 @@ def scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ..
             return None
         for _ in range(n):
             tlen: int = unpack_i16(buf, pos)[0]
-            p_count = pos + 2 + tlen
-            raw = buf[pos + 2 : p_count]
+            if tlen < 0:
+                return None
+            # The topic bytes and the partition count in one call (struct.error if short).
+            raw, cnt = heads[tlen].unpack_from(buf, pos + 2)
             topic = names.get(raw)
             if topic is None:
                 topic = raw.decode("utf-8")
-                if len(names) < _CACHE_LIMIT:
+                if tlen <= _MAX_CACHED_NAME and len(names) < _CACHE_LIMIT:
                     names[raw] = topic
-            cnt: int = unpack_i32(buf, p_count)[0]  # struct.error if the buffer is short
-            pos = p_count + 4 + 4 * cnt
-            if tlen < 0 or cnt < 0 or pos > end:
+            p_partitions = pos + 6 + tlen
+            pos = p_partitions + 4 * cnt
+            if cnt < 0 or pos > end:
                 return None
-            result[topic] = structs[cnt].unpack_from(buf, p_count + 4)
+            result[topic] = structs[cnt].unpack_from(buf, p_partitions)
     except (struct.error, UnicodeDecodeError):
         return None
     if len(result) != n:  # a repeated topic
@@ -216,7 +237,7 @@ def _topic_header(topic: object) -> bytes:
     if len(raw) > INT16_MAX:
         raise Slow
     header = pack_i16(len(raw)) + raw
-    if len(_TOPIC_HEADERS) < _CACHE_LIMIT:
+    if len(raw) <= _MAX_CACHED_NAME and len(_TOPIC_HEADERS) < _CACHE_LIMIT:
         _TOPIC_HEADERS[topic] = header
     return header
 

@@ -21,7 +21,7 @@ the Subscription itself takes precedence; choosing between the two is the assign
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from aiogroup.errors import CodecError
@@ -57,7 +57,7 @@ class StickyUserData:
 
 
 def encode_sticky_user_data(
-    partitions: Mapping[str, Sequence[int]], generation: int = NO_GENERATION
+    partitions: Mapping[str, Collection[int]], generation: int = NO_GENERATION
 ) -> bytes:
     """Encode sticky user data v1 (KIP-341): topics and partitions sorted, then the generation.
 

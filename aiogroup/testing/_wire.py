@@ -69,6 +69,7 @@ _CLASSES: Final[dict[int, tuple[Any, Any]]] = {
     20: (_admin.DeleteTopicsRequest, _admin.DeleteTopicsResponse),
     22: (_producer.InitProducerIdRequest, _producer.InitProducerIdResponse),
     37: (_admin.CreatePartitionsRequest, _admin.CreatePartitionsResponse),
+    42: (_admin.DeleteGroupsRequest, _admin.DeleteGroupsResponse),
 }
 
 #: The versions we advertise in ApiVersions, and accept. Produce/Fetch start where record
@@ -92,6 +93,7 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     20: (1, 5),  # DeleteTopics (v6 addresses topics by id)
     22: (0, 4),  # InitProducerId (idempotent producers)
     37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
 }
 
 API_NAMES: Final[dict[int, str]] = {

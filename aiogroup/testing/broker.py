@@ -169,6 +169,7 @@ class EmbeddedBroker:
             20: self._delete_topics,
             22: self._init_producer_id,
             37: self._create_partitions,
+            42: self._delete_groups,
         }
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -269,7 +270,8 @@ class EmbeddedBroker:
                 await event.wait()
 
     def _changed(self) -> None:
-        self._changed()
+        event, self._group_event = self._group_event, asyncio.Event()
+        event.set()
 
     @property
     def parked_fetches(self) -> int:
@@ -429,8 +431,7 @@ class EmbeddedBroker:
             deadline = self.coordinator.next_deadline()
             if deadline is not None:
                 self._timer = self._loop.call_at(deadline, self._on_timer)
-        event, self._group_event = self._group_event, asyncio.Event()
-        event.set()
+        self._changed()
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -678,6 +679,16 @@ class EmbeddedBroker:
                 }
                 for g in listed
             ],
+        }
+
+    async def _delete_groups(self, conn: _Connection, req: _wire.Request) -> Values:
+        try:
+            results = self.coordinator.delete_groups(list(req.body.groups_names or []), self._now())
+        finally:
+            self._rearm()
+        return {
+            "throttle_time_ms": 0,
+            "results": [{"group_id": g, "error_code": code} for g, code in results],
         }
 
     async def _find_coordinator(self, conn: _Connection, req: _wire.Request) -> Values:
@@ -1028,7 +1039,8 @@ class ThreadedBroker:
                     ready.set_exception(exc)
 
             loop.run_until_complete(boot())
-            loop.run_forever()
+            if ready.exception() is None:
+                loop.run_forever()
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 

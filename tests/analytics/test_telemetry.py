@@ -218,3 +218,28 @@ def test_kafka_python_listener(tmp_path: Path) -> None:
     assert events[2]["protocol"] == "range" and events[2]["rebalance_protocol"] == "eager"
     assert events[2]["generation_id"] == 5 and events[2]["member_id"] == "kp-1"
     assert all(e["client"] == "kafka-python" for e in events)
+
+
+def test_observe_records_generations_without_callbacks(tmp_path: Path) -> None:
+    from aiogroup.telemetry import ConfluentRecorder
+
+    t = JsonlTelemetry(tmp_path, "c2", clock=FakeClock())
+    rec = ConfluentRecorder(t, protocol="cooperative-sticky", group_id="g")
+    consumer = FakeConfluent(-1)
+    rec.observe(consumer)  # not in a generation yet: nothing
+    consumer.generation = 4
+    rec.observe(consumer)
+    rec.observe(consumer)  # same generation: once
+    rec.observe(object())  # broken consumer: no event, no exception
+    consumer.generation = 5
+    rec.callbacks()["on_assign"](consumer, [])
+    t.close()
+    events = read_events(tmp_path)
+    assert [(e["type"], e["generation_id"]) for e in events] == [
+        ("joined", 4),
+        ("joined", 5),
+        ("partitions_assigned", 5),
+        ("rebalance_completed", 5),
+        ("closed", 5),
+    ]
+    assert t.errors == 0

@@ -7,10 +7,14 @@ that depend on rules Tansu does not follow (protocol vote, static membership) sk
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from concurrent.futures import Future
+from typing import Any
 
 import pytest
 
+from aiogroup.protocol import decode_assignment
 from aiogroup.testing.broker import RawClient
 from aiogroup.testing.fixtures import BrokerHandle
 
@@ -247,6 +251,112 @@ def static_zombie_is_fenced(handle: BrokerHandle) -> None:
         a.wait_for(lambda p: 82 in p.errors(), "the zombie a is fenced")
 
 
+class ThreadedRawMember:
+    """A raw-request member (any protocol list) on its own event loop thread."""
+
+    def __init__(
+        self,
+        handle: BrokerHandle,
+        group: str,
+        topic: str,
+        protocols: list[str],
+        name: str,
+        partitions: int,
+    ) -> None:
+        from tests.testing.test_broker_groups import RawMember
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+        async def make() -> RawMember:
+            return RawMember(
+                handle.bootstrap, group, protocols, name=name, topic=topic, partitions=partitions
+            ).start()
+
+        self.member = self.call(make())
+        self.topic = topic
+
+    def call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+
+    def owned(self) -> list[int] | None:
+        m = self.member
+        if m.synced_generation < 0 or m.synced_generation != m.generation:
+            return None
+        return sorted(decode_assignment(m.assignment).partitions.get(self.topic, ()))
+
+    def fatal(self) -> list[int]:
+        return [e for e in self.member.errors if e in (22, 23, 25, 82)]
+
+    def close(self) -> None:
+        try:
+            self.call(self.member.leave())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+
+
+@scenario
+def rolling_upgrade(handle: BrokerHandle) -> None:
+    """range -> [cooperative-sticky, range] -> [cooperative-sticky], one member at a time.
+
+    librdkafka refuses a mixed eager + cooperative list, so the middle step uses raw-request
+    members; the first and last steps are real librdkafka / kafka-python consumers.
+    """
+    handle.require_kafka_semantics("no protocol vote")
+    topic, group = unique("roll"), unique("g-roll")
+    create_topic(handle, topic, 4)
+
+    async def protocol() -> str:
+        async with RawClient(handle.bootstrap) as client:
+            resp = await client.request("DescribeGroups", 5, {"groups": [group]})
+            return str(resp.groups[0].protocol_data)
+
+    with Peers(handle) as peers:
+        members: list[Any] = [
+            peers.start("confluent", group=group, topic=topic, name="a", assignors="range"),
+            peers.start("kafka-python", group=group, topic=topic, name="b", assignors="range"),
+        ]
+        raws: list[ThreadedRawMember] = []
+        seen = []
+
+        def settle(what: str) -> None:
+            peers.all[0].wait_for(
+                lambda _: partitioned(members, 4) and all(m.owned() for m in members),
+                what,
+            )
+            for m in members:
+                assert not (m.fatal() if isinstance(m, ThreadedRawMember) else m.errors()), what
+            seen.append(raw(protocol()))
+
+        try:
+            settle("two range members")
+            mixed = ["cooperative-sticky", "range"]
+            for i, old in enumerate(list(members)):  # step 1: the mixed list, raw requests
+                old.close()
+                members.remove(old)
+                new = ThreadedRawMember(handle, group, topic, mixed, f"mixed{i}", 4)
+                raws.append(new)
+                members.append(new)
+                settle(f"mixed member {i}")
+            for i, old in enumerate(list(members)):  # step 2: cooperative only, real clients
+                kind = "confluent" if i == 0 else "kafka-python"
+                members.remove(old)
+                old.close()
+                members.append(
+                    peers.start(
+                        kind, group=group, topic=topic, name=f"c{i}", assignors="cooperative-sticky"
+                    )
+                )
+                settle(f"cooperative member {i}")
+        finally:
+            for r in raws:
+                if r.thread.is_alive():
+                    r.loop.call_soon_threadsafe(r.loop.stop)
+        assert seen == ["range", "range", "cooperative-sticky"] + ["cooperative-sticky"] * 2
+
+
 # --- tests ----------------------------------------------------------------------------------
 
 
@@ -288,6 +398,10 @@ def test_protocol_vote_with_real_clients(runs: dict[str, Future[None]]) -> None:
 
 def test_static_restart_without_rebalance(runs: dict[str, Future[None]]) -> None:
     result(runs, "static_restart_without_rebalance")
+
+
+def test_rolling_upgrade_with_real_clients(runs: dict[str, Future[None]]) -> None:
+    result(runs, "rolling_upgrade")
 
 
 def test_static_zombie_is_fenced(runs: dict[str, Future[None]]) -> None:

@@ -96,7 +96,13 @@ class Peer:
 
 
 def start_peer(
-    kind: str, name: str, bootstrap: str, group: str, topics: Iterable[str], log: Path
+    kind: str,
+    name: str,
+    bootstrap: str,
+    group: str,
+    topics: Iterable[str],
+    log: Path,
+    telemetry_dir: Path | None = None,
 ) -> Peer:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     errlog = open(log.with_suffix(f".{name}.stderr"), "wb")  # noqa: SIM115 (closed with the process)
@@ -119,6 +125,7 @@ def start_peer(
             str(SESSION_MS),
             "--heartbeat-ms",
             str(HEARTBEAT_MS),
+            *(["--telemetry-dir", str(telemetry_dir)] if telemetry_dir else []),
         ],
         stdout=subprocess.DEVNULL,
         stderr=errlog,

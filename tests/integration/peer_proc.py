@@ -144,6 +144,12 @@ def run_aiogroup(args: argparse.Namespace, rec: Recorder, stop: threading.Event)
         def on_partitions_lost(self, lost: Any) -> None:
             rec.write("lost", lost)
 
+    telemetry: Any = None
+    if args.telemetry_dir:
+        from aiogroup.telemetry import JsonlTelemetry
+
+        telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
+
     async def main() -> None:
         async with GroupMember(
             args.bootstrap,
@@ -154,6 +160,7 @@ def run_aiogroup(args: argparse.Namespace, rec: Recorder, stop: threading.Event)
             session_timeout_ms=args.session_ms,
             heartbeat_interval_ms=args.heartbeat_ms,
             client_id=args.name,
+            telemetry=telemetry,
         ) as member:
             rec.write("started")
             while not stop.is_set():

@@ -11,6 +11,7 @@ asserts latency or generation numbers.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -53,10 +54,20 @@ class Group:
         create_topics(cluster.bootstrap, {self.topic: PARTITIONS})
         self.partitions = {(self.topic, p) for p in range(PARTITIONS)}
         self.log = workdir / f"{name}.jsonl"
+        self.telemetry_dir = workdir / f"{name}-telemetry"
+        self.telemetry_dir.mkdir()
         self.peers: dict[str, Peer] = {}
 
     def start(self, kind: str, name: str) -> Peer:
-        peer = start_peer(kind, name, self.cluster.bootstrap, self.group, [self.topic], self.log)
+        peer = start_peer(
+            kind,
+            name,
+            self.cluster.bootstrap,
+            self.group,
+            [self.topic],
+            self.log,
+            self.telemetry_dir,
+        )
         self.peers[name] = peer
         return peer
 
@@ -187,6 +198,12 @@ def _mixed(cluster: Cluster, workdir: Path, name: str, order: list[tuple[str, st
         g.stop_all()
     problems = double_ownership(g.callbacks())
     assert not problems, problems
+    # Every client wrote the shared telemetry schema (aiogroup.telemetry and its wrappers).
+    for kind, name in order:
+        files = list(g.telemetry_dir.glob(f"{name}.*.jsonl"))
+        assert files, f"no telemetry from {name} ({kind})"
+        lines = [json.loads(x) for f in files for x in f.read_text().splitlines() if x]
+        assert any(e["type"] == "partitions_assigned" for e in lines), (name, lines[:3])
 
 
 @scenario

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import pytest
 
@@ -11,6 +12,7 @@ from aiogroup.protocol import (
     Assignment,
     Subscription,
     decode_assignment,
+    decode_sticky_user_data,
     decode_subscription,
     encode_assignment,
     encode_subscription,
@@ -342,3 +344,38 @@ def test_assignment_encode_rejects() -> None:
         encode_assignment(Assignment({"t": [1]}), 7)
     with pytest.raises(InvalidFieldError):
         encode_assignment(Assignment({"t": [1]}, user_data=[1]))  # type: ignore[arg-type]
+
+
+def test_hostile_counts_allocate_nothing_big() -> None:
+    import tracemalloc
+
+    filler = b"\x00" * 64
+    cases: list[tuple[Callable[[bytes], object], bytes]] = [
+        (decode_subscription, i16(0) + i32(0x7FFFFFFF) + filler),  # two billion topics
+        (decode_subscription, i16(0) + i32(0) + i32(0x7FFFFFF0) + filler),  # user data
+        (decode_subscription, i16(1) + i32(0) + i32(-1) + i32(0x7FFFFFFF) + filler),  # owned
+        (decode_assignment, i16(0) + i32(0x7FFFFFFF) + filler),
+        (decode_assignment, i16(0) + i32(1) + string("t") + i32(0x3FFFFFFF) + filler),
+        (decode_sticky_user_data, i32(1) + string("t") + i32(0x3FFFFFFF) + filler),
+    ]
+    tracemalloc.start()
+    try:
+        for decode, wire in cases:
+            with pytest.raises(CodecError):
+                decode(wire)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024, peak
+
+
+def test_long_topic_names_are_not_cached() -> None:
+    from aiogroup.protocol import _reader
+
+    before = len(_reader._TOPIC_NAMES)
+    for i in range(20):
+        name = f"{i:05d}" + "x" * 30_000
+        wire = encode_assignment(Assignment({name: [1]}))
+        assert list(decode_assignment(wire).partitions) == [name]
+    assert len(_reader._TOPIC_NAMES) == before
+    assert all(len(k) <= 249 for k in _reader._TOPIC_HEADERS)

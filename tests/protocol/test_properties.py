@@ -130,8 +130,8 @@ def test_fast_and_careful_encoders_agree(sub: Subscription, version: int) -> Non
     # Sets, ranges and other sequences go the careful way and still give the same bytes.
     loose = Subscription(
         topics=tuple(sub.topics),
-        user_data=bytearray(sub.user_data) if sub.user_data is not None else None,
-        owned_partitions={t: frozenset(p) for t, p in sub.owned_partitions.items()},
+        user_data=bytearray(sub.user_data) if sub.user_data is not None else None,  # type: ignore[arg-type]
+        owned_partitions={t: frozenset(p) for t, p in sub.owned_partitions.items()},  # type: ignore[misc]
         generation_id=sub.generation_id,
         rack_id=sub.rack_id,
     )

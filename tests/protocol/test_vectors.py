@@ -25,7 +25,13 @@ from aiogroup.protocol import (
     generation_from_user_data,
 )
 
-VECTORS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "vectors"
+# ../shared/vectors relative to the repository root (tests/protocol/ is two levels below it),
+# following the path as given first, then with symlinks resolved.
+_CANDIDATES = [
+    root.parents[2].parent / "shared" / "vectors"
+    for root in (Path(__file__).absolute(), Path(__file__).resolve())
+]
+VECTORS_DIR = next((d for d in _CANDIDATES if d.is_dir()), _CANDIDATES[0])
 VECTORS_FILE = VECTORS_DIR / "consumer_protocol.json"
 
 if not VECTORS_DIR.is_dir():  # pragma: no cover - depends on the checkout

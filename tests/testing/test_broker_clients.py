@@ -180,7 +180,7 @@ def test_admin_topics_with_confluent(threaded: ThreadedBroker) -> None:
 
     admin = AdminClient({"bootstrap.servers": threaded.bootstrap})
     admin.create_topics([NewTopic("new", 3, 1)])["new"].result(20)
-    with pytest.raises(Exception, match="TOPIC_ALREADY_EXISTS|already exists"):
+    with pytest.raises(Exception, match=r"TOPIC_ALREADY_EXISTS|already exists"):
         admin.create_topics([NewTopic("new", 3, 1)])["new"].result(20)
     admin.create_partitions([NewPartitions("new", 5)])["new"].result(20)
     topics = admin.list_topics(timeout=20).topics

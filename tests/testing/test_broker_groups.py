@@ -38,15 +38,20 @@ class RawMember:
 
     def __init__(
         self,
-        broker: EmbeddedBroker,
+        broker: EmbeddedBroker | str,
         group: str,
         protocols: Sequence[str],
         *,
         name: str,
         instance: str | None = None,
         join_version: int = 5,
+        topic: str = "t",
+        partitions: int = 6,
     ) -> None:
-        self.client = RawClient(broker.bootstrap, client_id=name)
+        bootstrap = broker if isinstance(broker, str) else broker.bootstrap
+        self.client = RawClient(bootstrap, client_id=name)
+        self.topic = topic
+        self.partitions = partitions
         self.group = group
         self.protocols = list(protocols)
         self.instance = instance
@@ -62,7 +67,7 @@ class RawMember:
         self.task: asyncio.Task[None] | None = None
 
     def metadata(self) -> list[dict[str, Any]]:
-        sub = encode_subscription(Subscription(topics=["t"]))
+        sub = encode_subscription(Subscription(topics=[self.topic]))
         return [{"name": p, "metadata": sub} for p in self.protocols]
 
     async def join(self) -> Any:
@@ -95,8 +100,8 @@ class RawMember:
             # Round-robin the 6 partitions over the members, encoded as real clients do.
             ids = sorted(m.member_id for m in join.members)
             for i, mid in enumerate(ids):
-                parts = tuple(p for p in range(6) if p % len(ids) == i)
-                data = encode_assignment(Assignment(partitions={"t": parts}))
+                parts = tuple(p for p in range(self.partitions) if p % len(ids) == i)
+                data = encode_assignment(Assignment(partitions={self.topic: parts}))
                 assignments.append({"member_id": mid, "assignment": data})
         resp = await self.client.request(
             "SyncGroup",
@@ -346,3 +351,17 @@ async def test_static_member_restart_without_rebalance_and_zombie_fencing(
     finally:
         await a.close()
         await b.close()
+
+
+async def test_delete_groups(broker: EmbeddedBroker) -> None:
+    member = RawMember(broker, "del", ["range"], name="a").start()
+    try:
+        await converge(broker, "del", [member])
+        async with RawClient(broker.bootstrap) as client:
+            busy = await client.request("DeleteGroups", 2, {"groups_names": ["del"]})
+            assert [(r.group_id, r.error_code) for r in busy.results] == [("del", 68)]
+            await member.leave()
+            done = await client.request("DeleteGroups", 2, {"groups_names": ["del", "nope"]})
+            assert [(r.group_id, r.error_code) for r in done.results] == [("del", 0), ("nope", 69)]
+    finally:
+        await member.close()

@@ -1,0 +1,251 @@
+"""The driver against a scripted fake transport: no broker, fast, deterministic."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from aiogroup.client import GroupMember, MemberClosedError
+from aiogroup.client.transport import (
+    CoordinatorUnreachableError,
+    JoinedMember,
+    JoinGroupResult,
+    OffsetCommitResult,
+    OffsetFetchResult,
+    SyncGroupResult,
+)
+from aiogroup.errors import FencedInstanceIdError
+from aiogroup.membership import MemberState, RebalanceCallbackError
+from aiogroup.protocol.types import TopicPartition
+
+TP = TopicPartition
+TOPIC = "orders"
+ALL = frozenset(TP(TOPIC, p) for p in range(3))
+
+
+class FakeTransport:
+    """A one-member group: MEMBER_ID_REQUIRED, then the member leads and syncs its own plan."""
+
+    def __init__(self) -> None:
+        self.request_timeout_ms = 2_000
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.heartbeat_code = 0
+        self.unreachable = False
+        self.join_gate: asyncio.Event | None = None
+        self.join_started = asyncio.Event()
+        self.generation = 0
+
+    def _record(self, name: str, **kw: Any) -> None:
+        self.calls.append((name, kw))
+        if self.unreachable:
+            raise CoordinatorUnreachableError(f"{name}: broker gone")
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        return [kw for n, kw in self.calls if n == name]
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        self.calls.append(("close", {}))
+
+    def coordinator_dead(self) -> None:
+        pass
+
+    async def find_coordinator(self) -> int:
+        self._record("find_coordinator")
+        return 1
+
+    async def partitions_per_topic(self, topics: Sequence[str] | None) -> dict[str, int]:
+        self._record("metadata", topics=topics)
+        return {TOPIC: len(ALL)} if topics is None or TOPIC in topics else {}
+
+    async def join_group(self, **kw: Any) -> JoinGroupResult:
+        self._record("join_group", **kw)
+        self.join_started.set()
+        if self.join_gate is not None:
+            await self.join_gate.wait()
+        if not kw["member_id"]:
+            return JoinGroupResult(79, -1, None, "", "m-1")
+        self.generation += 1
+        (name, metadata), *_ = kw["protocols"]
+        return JoinGroupResult(
+            0,
+            self.generation,
+            name,
+            kw["member_id"],
+            kw["member_id"],
+            (JoinedMember(kw["member_id"], kw["group_instance_id"], metadata),),
+        )
+
+    async def sync_group(self, **kw: Any) -> SyncGroupResult:
+        self._record("sync_group", **kw)
+        return SyncGroupResult(0, dict(kw["assignments"])[kw["member_id"]])
+
+    async def heartbeat(self, **kw: Any) -> int:
+        self._record("heartbeat", **kw)
+        return self.heartbeat_code
+
+    async def leave_group(self, **kw: Any) -> int:
+        self._record("leave_group", **kw)
+        return 0
+
+    async def offset_commit(
+        self, offsets: Mapping[TopicPartition, int], **kw: Any
+    ) -> OffsetCommitResult:
+        self._record("offset_commit", offsets=dict(offsets), **kw)
+        return OffsetCommitResult({tp: 0 for tp in offsets})
+
+    async def offset_fetch(self, partitions: Sequence[TopicPartition]) -> OffsetFetchResult:
+        self._record("offset_fetch", partitions=list(partitions))
+        return OffsetFetchResult(0, {})
+
+
+class Telemetry:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **kw: self.events.append(name)
+
+
+def make(
+    fake: FakeTransport, *, listener: Any = None, telemetry: Any = None, **kw: Any
+) -> GroupMember:
+    member = GroupMember(
+        "127.0.0.1:1",
+        "g",
+        topics=[TOPIC],
+        assignors=["range"],
+        listener=listener,
+        session_timeout_ms=1_000,
+        heartbeat_interval_ms=50,
+        close_timeout_s=3,
+        telemetry=telemetry,
+        **kw,
+    )
+    member._transport = fake  # type: ignore[assignment]
+    return member
+
+
+async def test_dynamic_member_joins_with_kip394_commits_and_leaves() -> None:
+    fake = FakeTransport()
+    async with make(fake) as m:
+        outcome = await m.wait_for_assignment(timeout=5)
+        assert outcome.assignment == ALL == m.assignment
+        joins = fake.named("join_group")
+        assert [j["member_id"] for j in joins] == ["", "m-1"]  # KIP-394
+        await m.commit({TP(TOPIC, 1): 10})
+        (commit,) = fake.named("offset_commit")
+        assert commit["member_id"] == "m-1"
+        assert commit["generation_id"] == m.generation_id == 1
+    assert [lv["member_id"] for lv in fake.named("leave_group")] == ["m-1"]
+    assert m.state is MemberState.CLOSED
+
+
+async def test_static_member_never_sends_leave_group() -> None:
+    fake = FakeTransport()
+    async with make(fake, group_instance_id="instance-a") as m:
+        await m.wait_for_assignment(timeout=5)
+        assert fake.named("join_group")[-1]["group_instance_id"] == "instance-a"
+    assert fake.named("leave_group") == []  # KIP-345
+
+
+async def test_fenced_instance_is_fatal_for_every_later_call() -> None:
+    fake = FakeTransport()
+    m = make(fake, group_instance_id="instance-a")
+    await m.start()
+    try:
+        await m.wait_for_assignment(timeout=5)
+        fake.heartbeat_code = FencedInstanceIdError.code
+        with pytest.raises(FencedInstanceIdError):
+            await asyncio.wait_for(_forever(m), 5)
+        with pytest.raises(FencedInstanceIdError):
+            await m.commit({TP(TOPIC, 0): 1})
+    finally:
+        await m.close()
+
+
+async def _forever(m: GroupMember) -> None:
+    async for _ in m.rebalances():
+        pass
+    raise AssertionError("rebalances() ended without the fatal error")
+
+
+async def test_close_is_bounded_when_the_coordinator_is_unreachable() -> None:
+    fake = FakeTransport()
+    listener = Recording()
+    m = make(fake, listener=listener)
+    await m.start()
+    await m.wait_for_assignment(timeout=5)
+    fake.unreachable = True
+    started = time.monotonic()
+    await m.close(timeout=3)
+    assert time.monotonic() - started < 4
+    assert listener.calls[-1][0] in ("revoked", "lost")
+    assert ("close", {}) in fake.calls
+
+
+async def test_cancelling_the_users_wait_leaves_the_member_usable() -> None:
+    fake = FakeTransport()
+    fake.join_gate = asyncio.Event()
+    async with make(fake) as m:
+        waiter = asyncio.ensure_future(m.wait_for_assignment())
+        await asyncio.wait_for(fake.join_started.wait(), 5)  # the join is held at the gate
+        assert not waiter.done()
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        fake.join_gate.set()
+        assert (await m.wait_for_assignment(timeout=5)).assignment == ALL
+
+
+async def test_first_callback_error_reaches_the_user_with_its_cause() -> None:
+    fake = FakeTransport()
+    listener = Recording(fail=True)
+    async with make(fake, listener=listener) as m:
+        with pytest.raises(RebalanceCallbackError) as caught:
+            await m.wait_for_assignment(timeout=5)
+        assert isinstance(caught.value.__cause__, KeyError)
+        assert m.assignment == ALL  # the assignment change stood
+
+
+async def test_telemetry_sees_join_callbacks_rebalance_and_commit() -> None:
+    fake = FakeTransport()
+    telemetry = Telemetry()
+    async with make(fake, telemetry=telemetry) as m:
+        await m.wait_for_assignment(timeout=5)
+        await m.commit({TP(TOPIC, 0): 3})
+    events = telemetry.events
+    assert events.index("joined") < events.index("partitions_assigned")
+    assert events.index("partitions_assigned") < events.index("rebalance_completed")
+    assert "offsets_committed" in events and events[-1] == "partitions_revoked"
+
+
+async def test_calls_on_a_member_never_started_fail_clearly() -> None:
+    m = make(FakeTransport())
+    with pytest.raises(MemberClosedError):
+        await m.subscribe(["x"])
+    with pytest.raises(MemberClosedError):
+        await m.committed([TP(TOPIC, 0)])
+
+
+class Recording:
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[tuple[str, frozenset[TopicPartition]]] = []
+        self.fail = fail
+
+    def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        self.calls.append(("assigned", partitions))
+        if self.fail:
+            raise KeyError("listener bug")
+
+    def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        self.calls.append(("revoked", partitions))
+
+    def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
+        self.calls.append(("lost", partitions))
