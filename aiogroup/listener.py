@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from aiogroup.membership.actions import InvokeCallbacks
@@ -44,7 +44,8 @@ __all__ = [
 ]
 
 Partitions = frozenset[TopicPartition]
-_Result = Awaitable[object] | None
+#: Callbacks may return anything; an awaitable result is awaited.
+_Result = object
 
 
 @runtime_checkable

@@ -202,7 +202,9 @@ def run_peers(
 # -- shapes -------------------------------------------------------------------------------------
 
 
-def uniform_shape(ntopics: int, nparts: int, nmembers: int) -> tuple[dict, dict]:
+def uniform_shape(
+    ntopics: int, nparts: int, nmembers: int
+) -> tuple[dict[str, int], dict[str, list[str]]]:
     ppt = {f"topic-{t:04d}": nparts for t in range(ntopics)}
     names = sorted(ppt)
     topics = {f"consumer-{m:05d}": names for m in range(nmembers)}
@@ -271,7 +273,9 @@ def run_case(
     print(f"  one leaves aiogroup sticky (eager, decoding user data) {ms(t_eager)}")
 
 
-def unequal_shape(seed: int, nmembers: int, ntopics: int) -> tuple[dict, dict]:
+def unequal_shape(
+    seed: int, nmembers: int, ntopics: int
+) -> tuple[dict[str, int], dict[str, list[str]]]:
     rnd = random.Random(seed)
     ppt = {f"topic-{t:03d}": rnd.randint(1, 100) for t in range(ntopics)}
     names = sorted(ppt)

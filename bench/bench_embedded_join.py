@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import confluent_kafka as ck
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from aiogroup.testing.broker import ThreadedBroker
 from aiogroup.testing.coordinator import CoordinatorConfig

@@ -203,32 +203,24 @@ def _member_ends(events: DataFrame) -> DataFrame:
     )
 
 
-def _intervals(rows: DataFrame, member_ends: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Ownership intervals, and per-member counts of redundant partition events.
+def _intervals(rows: DataFrame, member_ends: DataFrame) -> DataFrame:
+    """Ownership intervals, in one window pass per (member, partition).
 
-    One window pass per (member, partition): an assigned row that follows a release (or
-    nothing) opens an interval, which the first later release closes.
+    An assigned row that follows a release (or nothing) opens an interval, which the first later
+    release closes. Other assigned rows (already owned) and releases of unowned partitions are
+    redundant; the member summary counts them (partition rows minus intervals).
     """
     key = ["group", "member", "topic", "partition"]
     w = Window.partitionBy(*key).orderBy("ts", "seq", "t")
     after = w.rowsBetween(1, Window.unboundedFollowing)
     is_assign = F.col("kind") == "assigned"
     release = F.when(~is_assign, F.struct("t", "kind", "gen", "rp"))
-    flagged = rows.select(
+    opened = rows.select(
         "*",
         F.coalesce(F.lag(is_assign).over(w), F.lit(False)).alias("prev_assign"),
         F.first(release, ignorenulls=True).over(after).alias("release"),
-    ).withColumn("is_assign", is_assign)
-    redundant = (
-        flagged.where(F.col("is_assign") == F.col("prev_assign"))
-        .groupBy("group", "member")
-        .agg(
-            F.sum(F.col("is_assign").cast("long")).alias("assigned_while_owned"),
-            F.sum((~F.col("is_assign")).cast("long")).alias("released_while_unowned"),
-        )
-    )
-    opened = flagged.where(F.col("is_assign") & ~F.col("prev_assign"))
-    intervals = (
+    ).where(is_assign & ~F.col("prev_assign"))
+    return (
         opened.join(F.broadcast(member_ends), ["group", "member"], "left")
         .select(
             "group",
@@ -246,7 +238,6 @@ def _intervals(rows: DataFrame, member_ends: DataFrame) -> tuple[DataFrame, Data
         )
         .withColumn("duration_s", F.col("end") - F.col("start"))
     )
-    return intervals, redundant
 
 
 def _segments(intervals: DataFrame) -> DataFrame:
@@ -283,7 +274,8 @@ def _segments(intervals: DataFrame) -> DataFrame:
 def _overlaps(segments: DataFrame, intervals: DataFrame, tolerance_s: float) -> DataFrame:
     key = ["group", "topic", "partition"]
     w = Window.partitionBy(*key).orderBy("t")
-    marked = segments.select(
+    shared = segments.where(F.col("owners") >= 2).select(*key).distinct()
+    marked = segments.join(shared, key, "left_semi").select(
         "*",
         F.sum((F.col("owners") < 2).cast("long"))
         .over(w.rowsBetween(Window.unboundedPreceding, 0))
@@ -359,55 +351,55 @@ def _moves(intervals: DataFrame, events: DataFrame) -> DataFrame:
         # is the member's goodbye (revoked in its last generation, i.e. on leave/close).
         .withColumn(
             "released",
-            (F.col("end_kind") == "revoked")
-            & (F.col("end_rp") == "cooperative")
-            & F.col("end_gen").isNotNull()
-            & (F.col("end_gen") < F.col("member_last_gen")),
+            F.coalesce(
+                (F.col("end_kind") == "revoked")
+                & (F.col("end_rp") == "cooperative")
+                & F.col("end_gen").isNotNull()
+                & (F.col("end_gen") < F.col("member_last_gen")),
+                F.lit(False),
+            ),
         )
     )
+    # One window pass over each partition's intervals gives every fact the rest needs: moves
+    # (charged to the deciding generation), holding changes (+1 to the new owner, -1 to the
+    # previous holder unless it had released, -1 on a release) and the first assignment.
     w = Window.partitionBy(*key).orderBy("start", "end", "member")
-    handoffs = iv.select(
-        *key,
-        "member",
-        "generation_id",
-        F.lag("member").over(w).alias("prev_member"),
-        F.lag("released").over(w).alias("prev_released"),
-        F.lag("end_gen").over(w).alias("prev_end_gen"),
-    )
-    moved = (
-        handoffs.where(F.col("prev_member").isNotNull() & (F.col("prev_member") != F.col("member")))
-        .withColumn(
-            "decided",
-            F.when(F.col("prev_released"), F.col("prev_end_gen")).otherwise(F.col("generation_id")),
-        )
-        .groupBy("group", F.col("decided").alias("generation_id"))
-        .agg(F.count(F.lit(1)).alias("moved"))
+    prev_member = F.lag("member").over(w)
+    prev_released = F.lag("released").over(w)
+    prev_end_gen = F.lag("end_gen").over(w)
+    ctx = iv.select(
+        "group", "member", "generation_id", "released", "end_gen",
+        prev_member.alias("pm"), prev_released.alias("pr"), prev_end_gen.alias("pg"),
     )
 
-    # Holdings: an assignment makes its member the holder; a cooperative release frees it.
-    gains = iv.select(*key, F.col("generation_id").alias("gen"))
-    change = F.explode(
-        F.array(
-            F.struct(F.col("generation_id").alias("gen"), F.col("start").alias("t"),
-                     F.col("member").alias("owner")),
-            F.when(F.col("released"), F.struct(F.col("end_gen").alias("gen"),
-                                               F.col("end").alias("t"),
-                                               F.lit(None).cast("string").alias("owner"))),
-        )
+    def fact(kind: str, member: Any, gen: Any, value: int) -> Any:
+        return F.struct(F.lit(kind).alias("kind"), member.cast("string").alias("member"),
+                        gen.cast("long").alias("gen"), F.lit(value).alias("value"))
+
+    null = F.lit(None)
+    facts = F.explode(F.array(
+        fact("hold", F.col("member"), F.col("generation_id"), 1),
+        F.when(F.col("pm").isNotNull() & ~F.col("pr"),
+               fact("hold", F.col("pm"), F.col("generation_id"), -1)),
+        F.when(F.col("released"), fact("hold", F.col("member"), F.col("end_gen"), -1)),
+        F.when(F.col("pm").isNotNull() & (F.col("pm") != F.col("member")),
+               fact("move", null, F.when(F.col("pr"), F.col("pg"))
+                    .otherwise(F.col("generation_id")), 1)),
+        F.when(F.col("pm").isNull(), fact("new", null, F.col("generation_id"), 1)),
+    ))
+    summed = (
+        ctx.select("group", facts.alias("f"))
+        .where(F.col("f").isNotNull())
+        .groupBy("group", "f.kind", "f.member", "f.gen")
+        .agg(F.sum("f.value").alias("value"))
+        .cache()
     )
-    changes = (
-        iv.select(*key, change.alias("c"))
-        .where(F.col("c").isNotNull())
-        .select(*key, "c.gen", "c.t", "c.owner")
-    )
-    wc = Window.partitionBy(*key).orderBy("gen", "t")
-    changes = changes.withColumn("prev_owner", F.lag("owner").over(wc))
-    plus = changes.where(F.col("owner").isNotNull()).select(
-        "group", F.col("owner").alias("member"), "gen", F.lit(1).alias("delta"))
-    minus = changes.where(F.col("prev_owner").isNotNull()).select(
-        "group", F.col("prev_owner").alias("member"), "gen", F.lit(-1).alias("delta"))
-    deltas = plus.unionByName(minus).groupBy("group", "member", "gen").agg(
-        F.sum("delta").alias("delta"))
+    moved = summed.where(F.col("kind") == "move").select(
+        "group", F.col("gen").alias("generation_id"), F.col("value").alias("moved"))
+    deltas = summed.where(F.col("kind") == "hold").select(
+        "group", "member", "gen", F.col("value").alias("delta"))
+    firsts = summed.where(F.col("kind") == "new").select(
+        "group", "gen", F.col("value").alias("new"))
 
     # Membership epochs: consecutive generations with the same members are one rebalance as far
     # as the minimum goes (cooperative follow-up rounds, KIP-429); the minimum is charged to the
@@ -435,10 +427,6 @@ def _moves(intervals: DataFrame, events: DataFrame) -> DataFrame:
     wg = Window.partitionBy("group").orderBy("gen", "order").rowsBetween(
         Window.unboundedPreceding, 0)
     group_deltas = deltas.groupBy("group", "gen").agg(F.sum("delta").alias("delta"))
-    firsts = (
-        gains.groupBy(*key).agg(F.min("gen").alias("gen"))
-        .groupBy("group", "gen").agg(F.count(F.lit(1)).alias("new"))
-    )
     # query rows see the deltas of earlier generations and the partitions first assigned up to
     # and including their own (order -1)
     held_total = (
@@ -524,10 +512,9 @@ def _latency_histogram(events: DataFrame) -> DataFrame:
         F.count(F.lit(1)).alias("count"))
 
 
-def _member_summary(
-    events: DataFrame, intervals: DataFrame, redundant: DataFrame, member_ends: DataFrame
-) -> DataFrame:
+def _member_summary(events: DataFrame, intervals: DataFrame, member_ends: DataFrame) -> DataFrame:
     t = F.col("type")
+    n_parts = F.coalesce(F.size(F.flatten(F.map_values("partitions"))), F.lit(0))
 
     def count_of(name: str) -> Any:
         return F.sum((t == name).cast("long"))
@@ -546,19 +533,29 @@ def _member_summary(
         count_of("offsets_committed").alias("commits"),
         F.sum(F.when(t == "processed", F.col("last") - F.col("first") + 1)).alias("processed"),
         F.sum(F.col("error").isNotNull().cast("long")).alias("callback_errors"),
+        F.sum(F.when(t == "partitions_assigned", n_parts)).alias("assigned_rows"),
+        F.sum(F.when(t.isin("partitions_revoked", "partitions_lost"), n_parts))
+        .alias("released_rows"),
     )
     owned = intervals.groupBy("group", "member").agg(
         F.count(F.lit(1)).alias("intervals"),
         F.sum(F.col("open").cast("long")).alias("open_intervals"),
         F.sum("duration_s").alias("owned_partition_s"),
     )
+    # every assigned row that opened no interval was redundant (already owned); every release
+    # row that closed none released something not owned
     return (
-        base.join(member_ends, ["group", "member"], "left")
+        base.join(F.broadcast(member_ends), ["group", "member"], "left")
         .join(owned, ["group", "member"], "left")
-        .join(redundant, ["group", "member"], "left")
         .withColumnRenamed("member_end", "last_ts")
-        .fillna({"intervals": 0, "open_intervals": 0, "owned_partition_s": 0.0,
-                 "assigned_while_owned": 0, "released_while_unowned": 0, "processed": 0})
+        .fillna({"intervals": 0, "open_intervals": 0, "owned_partition_s": 0.0, "processed": 0,
+                 "assigned_rows": 0, "released_rows": 0})
+        .withColumn("assigned_while_owned", F.col("assigned_rows") - F.col("intervals"))
+        .withColumn(
+            "released_while_unowned",
+            F.col("released_rows") - (F.col("intervals") - F.col("open_intervals")),
+        )
+        .drop("assigned_rows", "released_rows")
     )
 
 
@@ -582,8 +579,7 @@ def run_audit(
     # below then need no further shuffle of the big tables.
     rows = _partition_rows(events).repartition("group", "topic", "partition")
     member_ends = _member_ends(events).cache()
-    intervals, redundant = _intervals(rows, member_ends)
-    intervals = intervals.cache()
+    intervals = _intervals(rows, member_ends).cache()
     segments = _segments(intervals).cache()
     unowned_partition, unowned_generation = _unowned(segments, intervals)
     result = AuditResult(label=label, tolerance_s=tolerance_s)
@@ -596,6 +592,6 @@ def run_audit(
         "moves_by_generation": _moves(intervals, events),
         "latency": _latency(events),
         "latency_histogram": _latency_histogram(events),
-        "members": _member_summary(events, intervals, redundant, member_ends),
+        "members": _member_summary(events, intervals, member_ends),
     }
     return result

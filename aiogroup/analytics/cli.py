@@ -73,6 +73,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    help="Spark master (default: spark-submit's, else local[*])")
     p.add_argument("--shuffle-partitions", type=int, default=None,
                    help="spark.sql.shuffle.partitions (local default: 2 x cores)")
+    p.add_argument("--driver-memory", default=None,
+                   help="local mode: driver JVM heap (default: a quarter of RAM, 1-4g)")
     p.add_argument("--ui", action="store_true", help="enable the Spark UI (off by default)")
     p.add_argument("--report", default=None,
                    help="HTML report path (default OUT/report.html); 'none' to skip")
@@ -107,7 +109,8 @@ def _run(args: argparse.Namespace) -> int:
     paths = expand_paths(args.events)
     compare_paths = expand_paths(args.compare) if args.compare else []
     out = args.out.rstrip("/")
-    spark = build_session(args.master, ui=args.ui, shuffle_partitions=args.shuffle_partitions)
+    spark = build_session(args.master, ui=args.ui, shuffle_partitions=args.shuffle_partitions,
+                          driver_memory=args.driver_memory)
     began = time.perf_counter()
     sets = [(args.label or _default_label(args.events), paths, out)]
     if compare_paths:

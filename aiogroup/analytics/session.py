@@ -47,6 +47,7 @@ def build_session(
     ui: bool = False,
     shuffle_partitions: int | None = None,
     log_level: str = "WARN",
+    driver_memory: str | None = None,
     extra_conf: dict[str, str] | None = None,
 ) -> Any:
     """A SparkSession for the audit.
@@ -82,6 +83,8 @@ def build_session(
             "spark.sql.session.timeZone": "UTC",
             "spark.sql.execution.arrow.pyspark.enabled": "true",
             "spark.sql.adaptive.enabled": "true",
+            # local mode runs everything in the driver JVM; Spark's 1g default spills early
+            "spark.driver.memory": driver_memory or _default_driver_memory(),
         }
         if _LOG4J2.exists():
             opt = f"-Dlog4j2.configurationFile=file:{_LOG4J2}"
@@ -96,6 +99,16 @@ def build_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+def _default_driver_memory() -> str:
+    """A quarter of physical memory, between 1 and 4 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "1g"
+    gib = max(1, min(4, total // 4 // (1 << 30)))
+    return f"{gib}g"
 
 
 def _under_spark_submit() -> bool:

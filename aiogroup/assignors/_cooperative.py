@@ -20,18 +20,27 @@ from aiogroup.assignors._sticky_core import Plan
 __all__ = ["withhold_transfers"]
 
 
-def withhold_transfers(plan: Plan) -> tuple[Plan, int]:
+def withhold_transfers(plan: Plan) -> tuple[Plan, dict[tuple[str, int], str]]:
     """Drop from ``plan`` every newly given partition that some member still claims.
 
     A claim counts whatever its validity for ownership: a stale generation, an equal-generation
     conflict (KAFKA-12984: nobody keeps it, so everybody must revoke it first) or a topic the
     member no longer subscribes to all mean the claimant may still be consuming it. Partitions a
-    member keeps are never withheld. Returns the adjusted plan and how many were withheld.
+    member keeps are never withheld. Returns the adjusted plan and the withheld partitions with
+    the member each was meant for (a hint for the follow-up round).
     """
     claimed = plan.claimed
+    withheld: dict[tuple[str, int], str] = {}
     if not claimed:
-        return plan, 0
+        return plan, withheld
     contains = claimed.__contains__
-    added = [list(filterfalse(contains, ids)) if ids else ids for ids in plan.added]
-    withheld = sum(map(len, plan.added)) - sum(map(len, added))
+    topic_of, part_of = plan.layout.topic_of, plan.layout.part_of
+    added: list[list[int]] = []
+    for member_id, ids in zip(plan.member_ids, plan.added, strict=True):
+        if not ids:
+            added.append(ids)
+            continue
+        added.append(list(filterfalse(contains, ids)))
+        for g in filter(contains, ids):
+            withheld[(topic_of[g], part_of[g])] = member_id
     return Plan(plan.layout, plan.member_ids, plan.kept, added, claimed), withheld

@@ -58,7 +58,7 @@ def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector for one assignment.
 
     A large assignment allocates millions of small acyclic objects (ints, tuples, dicts); each
-    allocation burst would make the cyclic collector rescan all of them, about a sixth of the
+    allocation burst would make the cyclic collector rescan all of them, about a tenth of the
     time at 1M partitions. Nothing cyclic is created, so pausing it loses nothing; it is
     re-enabled on the way out, exceptions included.
     """
@@ -334,8 +334,18 @@ def _resolve(member_ids: Sequence[str], generations: Sequence[int], owned: list[
                 )
 
 
-def balance(partitions_per_topic: Mapping[str, int], members: Iterable[MemberClaim]) -> Plan:
-    """Compute a balanced, sticky plan. Pure and deterministic."""
+def balance(
+    partitions_per_topic: Mapping[str, int],
+    members: Iterable[MemberClaim],
+    hint: Mapping[tuple[str, int], str] | None = None,
+) -> Plan:
+    """Compute a balanced, sticky plan. Pure and deterministic.
+
+    ``hint`` optionally names, for some partitions, the member a previous plan meant them for
+    (the cooperative step withheld them until revoked, KIP-429). With unequal subscriptions a
+    free partition goes to its hinted member first when that member can take it, so the
+    follow-up round reproduces the plan it completes; balancing still applies afterwards.
+    """
     by_id: dict[str, MemberClaim] = {}
     for claim in members:
         by_id[claim.member_id] = claim
@@ -388,7 +398,15 @@ def balance(partitions_per_topic: Mapping[str, int], members: Iterable[MemberCla
     if all(s == subscribed[0] for s in subscribed):
         kept, added = _uniform(layout, owned, claimed)
     else:
-        kept, added = _general(layout, subscribed, owned)
+        hinted: dict[int, int] = {}
+        if hint:
+            position = {m: i for i, m in enumerate(member_ids)}
+            for (topic, p), member in hint.items():
+                k = layout.index.get(topic)
+                i = position.get(member)
+                if k is not None and i is not None and 0 <= p < layout.counts[k]:
+                    hinted[layout.offsets[k] + p] = i
+        kept, added = _general(layout, subscribed, owned, hinted)
     return Plan(layout, member_ids, kept, added, claimed)
 
 
@@ -451,7 +469,10 @@ def _uniform(
 
 
 def _general(
-    layout: Layout, subscribed: list[frozenset[str]], owned: list[list[int]]
+    layout: Layout,
+    subscribed: list[frozenset[str]],
+    owned: list[list[int]],
+    hinted: Mapping[int, int],
 ) -> tuple[list[list[int]], list[list[int]]]:
     """Unequal subscriptions: keep, fill the least loaded eligible member, then rebalance until
     no partition could move to an eligible member with 2+ fewer partitions."""
@@ -469,6 +490,7 @@ def _general(
     # moving are the newly given ones.
     held: list[dict[int, list[int]]] = [{} for _ in range(members)]
     load = [0] * members
+    fresh_count = [0] * members  # partitions held that the member did not own
     taken: set[int] = set()
     for i, ids in enumerate(owned):
         ids.sort()
@@ -485,6 +507,18 @@ def _general(
             continue
         start = offsets[k]
         free = [g for g in range(start, start + layout.counts[k]) if g not in taken]
+        if hinted and free:
+            rest = []
+            name = layout.topics[k]
+            for g in free:
+                i = hinted.get(g, -1)
+                if i >= 0 and name in subscribed[i]:
+                    held[i].setdefault(k, []).append(g)
+                    load[i] += 1
+                    fresh_count[i] += 1
+                else:
+                    rest.append(g)
+            free = rest
         if not free:
             continue
         heap = [(load[i], i) for i in subs[k]]
@@ -494,11 +528,13 @@ def _general(
             held[i].setdefault(k, []).append(ident)
             heapq.heapreplace(heap, (n + 1, i))
         for n, i in heap:
+            fresh_count[i] += n - load[i]
             load[i] = n
 
     # Rebalance: move from a loaded member to the least loaded eligible member while that member
     # has 2+ fewer. Every move lowers the sum of squared loads, so this terminates.
     owned_sets = [set(ids) for ids in owned]
+    topic_sets = [{layout.index[name] for name in names} for names in subscribed]
     loadkey = load.__getitem__
     topics_of: list[list[int]] = [[] for _ in range(members)]
     for k, s in enumerate(subs):
@@ -517,6 +553,9 @@ def _general(
         held[dst].setdefault(k, []).extend(moving)
         load[src] -= n
         load[dst] += n
+        os_src, os_dst = owned_sets[src], owned_sets[dst]
+        fresh_count[src] -= sum(1 for g in moving if g not in os_src)
+        fresh_count[dst] += sum(1 for g in moving if g not in os_dst)
         for kd in topics_of[dst]:
             if least[kd] == dst:
                 least[kd] = -1
@@ -529,6 +568,9 @@ def _general(
     # Fresh partitions already moved sideways once (see below); bounds those moves.
     swapped: set[int] = set()
     budget = [members + layout.total]  # sideways chains allowed (termination)
+    # Work allowed for the searches that avoid revocations: they keep small and typical groups
+    # sticky, and this cap keeps a pathological large group linear (it then just revokes).
+    work = [8 * (members + layout.total) + 100_000]
 
     def raise_up(b: int) -> bool:
         """Give ``b`` one newly given partition from a member with more, if there is one.
@@ -538,13 +580,18 @@ def _general(
         move between loads differing by one changes no load count, so each fresh partition
         moves sideways at most once (termination)."""
         lb = load[b]
+        wanted = topic_sets[b]
         found: tuple[int, int, int] | None = None  # (-load of donor, topic, donor)
-        for k2 in topics_of[b]:
-            for c in subs[k2]:
-                if c == b or load[c] <= lb:
-                    continue
-                ids = held[c].get(k2)
-                if ids and ids[-1] not in owned_sets[c] and ids[-1] not in swapped:
+        work[0] -= members
+        if work[0] < 0:
+            return False
+        for c in range(members):
+            if not fresh_count[c] or c == b or load[c] <= lb:
+                continue
+            os_c = owned_sets[c]
+            work[0] -= len(held[c])
+            for k2, ids in held[c].items():
+                if k2 in wanted and ids[-1] not in os_c and ids[-1] not in swapped:
                     cand = (-load[c], k2, c)
                     if found is None or cand < found:
                         found = cand
@@ -583,10 +630,16 @@ def _general(
         while frontier and end < 0:
             nxt: list[int] = []
             for x in frontier:
+                if not fresh_count[x]:
+                    continue
+                work[0] -= len(held[x])
+                if work[0] < 0:
+                    return False
                 for k, ids in held[x].items():
                     if k in expanded or ids[-1] in owned_sets[x]:
                         continue
                     expanded.add(k)
+                    work[0] -= len(subs[k])
                     for y in subs[k]:
                         if y in parent:
                             continue

@@ -17,7 +17,10 @@ franz-go read a 4-byte block as that same int32.
 
 Conflicting claims (KAFKA-12984, KAFKA-14639): a sole claimant keeps its partition, else the
 highest generation wins, and at equal generations nobody keeps it this round. Under COOPERATIVE,
-a partition moving to a new member while anyone still claims it is withheld for one round.
+a partition moving to a new member while anyone still claims it is withheld for one round. The
+leader remembers whom each withheld partition was meant for and, if it leads the follow-up
+rebalance too, hands it there once it is free (KIP-429: "assigned to its final owner in the
+second rebalance"); a new leader simply recomputes.
 
 Example::
 
@@ -57,10 +60,12 @@ class CooperativeStickyAssignor(PartitionAssignor):
     )
 
     def __init__(self, protocol: RebalanceProtocol = RebalanceProtocol.COOPERATIVE) -> None:
-        #: The rebalance protocol the group runs; under EAGER nothing needs withholding (every
-        #: member revoked everything before joining), as Java checks before adjusting.
+        #: The rebalance protocol the group runs. Under EAGER every member revokes everything
+        #: before joining, so the cooperative step is skipped.
         self.protocol = protocol
         self._generation: int = NO_GENERATION
+        # As leader: partitions withheld last round and the member each was meant for.
+        self._pending: dict[tuple[str, int], str] = {}
         #: Partitions moved and withheld in the last ``assign`` (for telemetry and benchmarks).
         self.last_moved: int = 0
         self.last_withheld: int = 0
@@ -73,8 +78,10 @@ class CooperativeStickyAssignor(PartitionAssignor):
         self._generation = metadata.generation_id
 
     def reset(self) -> None:
-        """Forget the generation (the member fell out of the group, KAFKA-12984)."""
+        """Forget the generation (the member fell out of the group, KAFKA-12984) and what it
+        withheld as leader."""
         self._generation = NO_GENERATION
+        self._pending = {}
 
     def assign(
         self,
@@ -86,11 +93,12 @@ class CooperativeStickyAssignor(PartitionAssignor):
                 MemberClaim(m, s.topics, s.owned_partitions, generation_of(m, s))
                 for m, s in subscriptions.items()
             ]
-            plan = balance(partitions_per_topic, claims)
+            plan = balance(partitions_per_topic, claims, self._pending)
             self.last_moved = plan.moved()
-            self.last_withheld = 0
+            self._pending = {}
             if self.protocol == RebalanceProtocol.COOPERATIVE:
-                plan, self.last_withheld = withhold_transfers(plan)
+                plan, self._pending = withhold_transfers(plan)
+            self.last_withheld = len(self._pending)
             return {m: Assignment(p) for m, p in plan.assignments().items()}
 
 

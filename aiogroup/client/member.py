@@ -439,10 +439,16 @@ class GroupMember:
                     continue
                 self._note_event(item, now)
                 before = machine.state
+                before_generation, before_member_id = machine.generation_id, machine.member_id
                 self._execute(machine.handle(item, now))
                 if isinstance(item, ev.CallbacksFinished):
                     self._after_callbacks(item, now)
                 if machine.state is not before:
+                    if machine.state in (MemberState.UNJOINED, MemberState.CLOSED) and (
+                        self._revoked_acc or self._lost_acc
+                    ):
+                        # Unsubscribed or closed: the revocation is this rebalance's outcome.
+                        self._publish(before_generation, before_member_id, frozenset())
                     self._notify()
         except asyncio.CancelledError:
             raise
@@ -532,17 +538,21 @@ class GroupMember:
         self._lost_acc |= action.lost
         if self._error_acc is None and event.first_error is not None:
             self._error_acc = event.first_error
-        finished = action.assigned is not None or self._machine.state in (
-            MemberState.UNJOINED,
-            MemberState.CLOSED,
-        )
-        if not finished:
-            return
+        if action.assigned is None:
+            return  # more callbacks follow in this rebalance (or the leave completes it)
+        self._publish(action.generation_id, action.member_id, action.assigned)
+        if self._rebalance_started is not None:
+            latency = time.monotonic() - self._rebalance_started
+            self._telemetry_call("rebalance_completed", action.generation_id, latency)
+        self._rebalance_started = None
+
+    def _publish(self, generation_id: int, member_id: str, assigned: Partitions) -> None:
+        """Record one outcome: what changed since the previous one."""
         outcome = RebalanceOutcome(
-            generation_id=action.generation_id,
-            member_id=action.member_id,
-            protocol=action.protocol,
-            assigned=action.assigned or frozenset(),
+            generation_id=generation_id,
+            member_id=member_id,
+            protocol=self._machine.protocol,
+            assigned=assigned,
             revoked=frozenset(self._revoked_acc),
             lost=frozenset(self._lost_acc),
             assignment=self._machine.assignment,
@@ -553,10 +563,6 @@ class GroupMember:
         self._lost_acc.clear()
         self._error_acc = None
         self._outcomes.append(outcome)
-        if action.assigned is not None and self._rebalance_started is not None:
-            latency = time.monotonic() - self._rebalance_started
-            self._telemetry_call("rebalance_completed", action.generation_id, latency)
-        self._rebalance_started = None
         self._notify()
 
     # ------------------------------------------------------------------ I/O tasks
@@ -751,7 +757,8 @@ class GroupMember:
     def _ensure_running(self) -> None:
         if self._fatal is not None:
             raise self._fatal
-        if self._closed or self._owner is None or self._owner.done():
+        # While closing, the owner still runs: a revoked callback may commit (KIP-429).
+        if self._owner is None or self._owner.done():
             raise MemberClosedError("the member is not running (start it, or it was closed)")
 
     def _raise_pending(self) -> None:
@@ -831,4 +838,3 @@ def _resolve_assignor(assignor: PartitionAssignor | str) -> PartitionAssignor:
 
 def _offset_or_none(committed: CommittedOffset) -> int | None:
     return None if committed.offset < 0 else committed.offset
-

@@ -33,8 +33,6 @@ from aiogroup.membership.deltas import (
     existing_partitions,
     leader_plan,
     member_delta,
-    owners_by_claims,
-    validate_cooperative,
 )
 from aiogroup.membership.errors import AssignorError, RebalanceCallbackError
 from aiogroup.membership.selection import select_protocol
@@ -183,6 +181,7 @@ class GroupMember:
         self._last_hb_ok = 0.0
         self._rebalance_start: float | None = None
         self._join_members: tuple[ev.JoinGroupMember, ...] = ()
+        self._join_subscriptions: dict[str, Subscription] = {}
         self._assignment_snapshot: dict[str, int] | None = None
         self._group_topics: frozenset[str] = frozenset()
         self._reconcile: _Reconcile | None = None
@@ -286,7 +285,10 @@ class GroupMember:
                 self._send_heartbeat(now, out)
         if self._retry_at is not None and now >= self._retry_at:
             self._retry_at = None
-            self._advance(now, out)
+            if self._state is S.AWAITING_METADATA:
+                self._leader_assign(now, out)
+            else:
+                self._advance(now, out)
         return out
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None, now: float) -> act.CommitOffsets:
@@ -428,7 +430,14 @@ class GroupMember:
         for token in sorted(self._commits):
             out.append(act.ResolveCommit(token, CommitFailedError(str(error))))
         self._commits.clear()
+        self._reconcile = None
+        self._pending_revocation = self._pending_lost = frozenset()
+        self._reset_pending = False
         self._goto(S.FATAL)
+        if self._owned:
+            # Whatever we owned is someone else's now: report it lost, then forget it.
+            self._callbacks(out, lost=self._owned)
+            self._owned = frozenset()
         out.append(act.RaiseToUser(error, fatal=True))
 
     def _coordinator_lost(self, now: float, out: Out) -> None:
@@ -620,18 +629,10 @@ class GroupMember:
 
     def _leader_assign(self, now: float, out: Out) -> None:
         """KIP-429 2a-2f on the leader."""
+        self._retry_at = None
         name = self.protocol_name or ""
         assignor = self._assignors[name]
-        subscriptions: dict[str, Subscription] = {}
-        bad: set[str] = set()
-        for member in self._join_members:
-            try:
-                subscriptions[member.member_id] = decode_subscription(member.metadata)
-            except AiogroupError as exc:
-                # One member's garbage must not stop the group: it gets nothing this round.
-                log.warning("member %s sent undecodable metadata: %s", member.member_id, exc)
-                bad.add(member.member_id)
-        self.undecodable_members = frozenset(bad)
+        subscriptions = self._join_subscriptions
         metadata = self._metadata or {}
         group_topics = {t for s in subscriptions.values() for t in s.topics}
         partitions_per_topic = {t: metadata[t] for t in sorted(group_topics) if t in metadata}
@@ -643,10 +644,6 @@ class GroupMember:
             assignments, plan = leader_plan(
                 assignments, subscriptions, partitions_per_topic, cooperative=cooperative
             )
-            if cooperative:
-                bad_tps = validate_cooperative(assignments, owners_by_claims(subscriptions))
-                if bad_tps:  # cannot happen after leader_plan; a guard against regressions
-                    raise LocalProtocolError(f"revoked and assigned in one round: {bad_tps}")
             encoded = tuple(
                 (
                     m,
@@ -918,17 +915,25 @@ class GroupMember:
             self._send_sync(out, ())
             return
         self._join_members = e.members
-        group_topics: set[str] = set()
+        subscriptions: dict[str, Subscription] = {}
+        bad: set[str] = set()
         for member in e.members:
             try:
-                group_topics.update(decode_subscription(member.metadata).topics)
-            except AiogroupError:
-                continue
-        self._group_topics = frozenset(group_topics)
+                subscriptions[member.member_id] = decode_subscription(member.metadata)
+            except AiogroupError as exc:
+                # One member's garbage must not stop the group: it gets nothing this round.
+                log.warning("member %s sent undecodable metadata: %s", member.member_id, exc)
+                bad.add(member.member_id)
+        self._join_subscriptions = subscriptions
+        self.undecodable_members = frozenset(bad)
+        self._group_topics = frozenset(t for s in subscriptions.values() for t in s.topics)
         known = self._metadata or {}
         if self._metadata is None or not self._group_topics <= set(known):
-            # The leader assigns from metadata covering every member's topics.
+            # The leader assigns from metadata covering every member's topics. It waits at
+            # most one heartbeat interval; after that, missing topics count as absent (a
+            # later metadata update makes the leader rejoin, KIP-429 1b).
             self._goto(S.AWAITING_METADATA)
+            self._retry_at = now + self.config.heartbeat_interval_ms / 1000
             self._request_metadata(out)
             return
         self._leader_assign(now, out)

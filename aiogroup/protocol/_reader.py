@@ -81,24 +81,82 @@ class _ArrayStructs(dict[int, struct.Struct]):
 _ARRAY_STRUCTS = _ArrayStructs()
 
 
-class _HeadStructs(dict[int, struct.Struct]):
-    """``n -> Struct(">{n}si")``: a topic of ``n`` bytes then its partition count."""
+class _ArrayUnpackers(dict[int, Any]):
+    """``n -> Struct(">{n}i").unpack_from``: the bound method, so the hot loops skip an
+    attribute lookup per partition list."""
 
-    def __missing__(self, n: int) -> struct.Struct:
-        s = struct.Struct(f">{n}si")
+    def __missing__(self, n: int) -> Any:
+        f = _ARRAY_STRUCTS[n].unpack_from
         if len(self) < _CACHE_LIMIT:
-            self[n] = s
-        return s
+            self[n] = f
+        return f
 
 
-_HEAD_STRUCTS = _HeadStructs()
+class _ArrayPackers(dict[int, Any]):
+    """``n -> Struct(">{n}i").pack``, bound."""
+
+    def __missing__(self, n: int) -> Any:
+        f = _ARRAY_STRUCTS[n].pack
+        if len(self) < _CACHE_LIMIT:
+            self[n] = f
+        return f
+
+
+_ARRAY_UNPACK = _ArrayUnpackers()
+_ARRAY_PACK = _ArrayPackers()
+
+
+class _HeadUnpackers(dict[int, Any]):
+    """``n -> Struct(">{n}si").unpack_from``: a topic of ``n`` bytes then its partition count."""
+
+    def __missing__(self, n: int) -> Any:
+        f = struct.Struct(f">{n}si").unpack_from
+        if len(self) < _CACHE_LIMIT:
+            self[n] = f
+        return f
+
+
+_HEAD_UNPACK = _HeadUnpackers()
+
+
+class _TopicNames(dict[bytes, str]):
+    """UTF-8 topic bytes -> the one shared ``str`` (raises ``UnicodeDecodeError``)."""
+
+    def __missing__(self, raw: bytes) -> str:
+        text = raw.decode("utf-8")
+        if len(raw) <= _MAX_CACHED_NAME and len(self) < _CACHE_LIMIT:
+            self[raw] = text
+        return text
+
+
+class _TopicHeaders(dict[str, bytes]):
+    """Topic -> its int16 length and UTF-8 bytes; raises :class:`Slow` for anything odd."""
+
+    def __missing__(self, topic: str) -> bytes:
+        if type(topic) is not str:
+            raise Slow
+        raw = topic.encode("utf-8")
+        if len(raw) > INT16_MAX:
+            raise Slow
+        header = pack_i16(len(raw)) + raw
+        if len(raw) <= _MAX_CACHED_NAME and len(self) < _CACHE_LIMIT:
+            self[topic] = header
+        return header
+
 
 # Topic names are few and repeat in every member's payload: decoding shares one str per name
 # (a 1M-partition group would otherwise hold a million copies), encoding reuses its header.
 # At most _CACHE_LIMIT names of at most _MAX_CACHED_NAME bytes: about 2 MB at worst.
-_TOPIC_NAMES: dict[bytes, str] = {}
-_TOPIC_HEADERS: dict[str, bytes] = {}
+_TOPIC_NAMES = _TopicNames()
+_TOPIC_HEADERS = _TopicHeaders()
 _FAST_SEQUENCES = (tuple, list)
+
+#: Topic arrays larger than this many bytes are not kept (see :func:`scan_strings`).
+_MAX_CACHED_ARRAY = 256 * 1024
+#: The last topics array parsed: (its wire bytes, the names).
+_last_strings: tuple[bytes, tuple[str, ...]] = (b"", ())
+#: The last topics array written: (a copy of the input, its wire bytes).
+_last_packed_strings: tuple[Any, bytes] = (None, b"")
 
 
 def as_bytes(data: bytes | bytearray | memoryview) -> bytes:
@@ -115,7 +173,18 @@ class Slow(Exception):
 
 
 def scan_strings(buf: bytes, pos: int) -> tuple[list[str], int] | None:
-    """Parse an array of non-nullable strings at ``pos``; ``None`` if anything is off."""
+    """Parse an array of non-nullable strings at ``pos``; ``None`` if anything is off.
+
+    The members of a group nearly always subscribe to the same topics, so the leader meets the
+    same topics array in every member's metadata. The last array parsed is kept as its wire
+    bytes: when ``buf`` holds the same bytes at ``pos``, the names are reused without parsing
+    (the encoding is self-delimiting, so equal bytes parse to equal names).
+    """
+    global _last_strings
+    block, cached = _last_strings
+    if block and buf.startswith(block, pos):
+        return list(cached), pos + len(block)
+    start = pos
     end = len(buf)
     try:
         n: int = unpack_i32(buf, pos)[0]
@@ -130,16 +199,12 @@ def scan_strings(buf: bytes, pos: int) -> tuple[list[str], int] | None:
             p_next = pos + 2 + slen
             if slen < 0 or p_next > end:
                 return None
-            raw = buf[pos + 2 : p_next]
-            text = names.get(raw)
-            if text is None:
-                text = raw.decode("utf-8")
-                if slen <= _MAX_CACHED_NAME and len(names) < _CACHE_LIMIT:
-                    names[raw] = text
-            append(text)
+            append(names[buf[pos + 2 : p_next]])
             pos = p_next
     except (struct.error, UnicodeDecodeError):
         return None
+    if pos - start <= _MAX_CACHED_ARRAY:
+        _last_strings = (buf[start:pos], tuple(result))
     return result, pos
 
 
@@ -150,8 +215,8 @@ def scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ..
     twice is left to the careful path, which concatenates its lists so nothing is lost.
     """
     end = len(buf)
-    structs = _ARRAY_STRUCTS
-    heads = _HEAD_STRUCTS
+    unpack_arrays = _ARRAY_UNPACK
+    unpack_heads = _HEAD_UNPACK
     names = _TOPIC_NAMES
     result: dict[str, tuple[int, ...]] = {}
     try:
@@ -162,20 +227,11 @@ def scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ..
             return None
         for _ in range(n):
             tlen: int = unpack_i16(buf, pos)[0]
-            if tlen < 0:
-                return None
-            # The topic bytes and the partition count in one call (struct.error if short).
-            raw, cnt = heads[tlen].unpack_from(buf, pos + 2)
-            topic = names.get(raw)
-            if topic is None:
-                topic = raw.decode("utf-8")
-                if tlen <= _MAX_CACHED_NAME and len(names) < _CACHE_LIMIT:
-                    names[raw] = topic
-            p_partitions = pos + 6 + tlen
-            pos = p_partitions + 4 * cnt
-            if cnt < 0 or pos > end:
-                return None
-            result[topic] = structs[cnt].unpack_from(buf, p_partitions)
+            # The topic bytes and the partition count in one call. A negative length or count
+            # makes an invalid format and a short buffer fails the unpack: both struct.error.
+            raw, cnt = unpack_heads[tlen](buf, pos + 2)
+            result[names[raw]] = unpack_arrays[cnt](buf, pos + 6 + tlen)
+            pos += 6 + tlen + 4 * cnt
     except (struct.error, UnicodeDecodeError):
         return None
     if len(result) != n:  # a repeated topic
@@ -187,12 +243,22 @@ def scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ..
 
 
 def pack_strings(values: Any, out: list[bytes]) -> None:
-    """Append an array of strings, sorted, to ``out``; raise :class:`Slow` on anything odd."""
+    """Append an array of strings, sorted, to ``out``; raise :class:`Slow` on anything odd.
+
+    The last array written is kept (a copy of the input and its bytes): a leader re-encodes
+    the same topics for every member, and comparing two lists of the same ``str`` objects is
+    far cheaper than sorting and encoding them again.
+    """
+    global _last_packed_strings
     if type(values) not in _FAST_SEQUENCES:
         raise Slow
+    key, packed = _last_packed_strings
+    if values == key:
+        out.append(packed)
+        return
     ordered = sorted(values)
-    out.append(pack_i32(len(ordered)))
-    append = out.append
+    parts = [pack_i32(len(ordered))]
+    append = parts.append
     for value in ordered:
         if type(value) is not str:
             raise Slow
@@ -201,6 +267,11 @@ def pack_strings(values: Any, out: list[bytes]) -> None:
             raise Slow
         append(pack_i16(len(raw)))
         append(raw)
+    packed = b"".join(parts)
+    out.append(packed)
+    if len(packed) <= _MAX_CACHED_ARRAY:
+        # A copy: the caller may change its list afterwards.
+        _last_packed_strings = (values[:], packed)
 
 
 def pack_topic_partitions(mapping: Any, out: list[bytes]) -> None:
@@ -213,33 +284,20 @@ def pack_topic_partitions(mapping: Any, out: list[bytes]) -> None:
     if not isinstance(mapping, dict):
         raise Slow
     topics = sorted(mapping)
-    out.append(pack_i32(len(topics)))
     append = out.append
-    structs = _ARRAY_STRUCTS
+    append(pack_i32(len(topics)))
+    packers = _ARRAY_PACK
     headers = _TOPIC_HEADERS
+    fast = _FAST_SEQUENCES
+    pack_count = pack_i32
     for topic in topics:
         values = mapping[topic]
-        if type(values) not in _FAST_SEQUENCES:
+        if type(values) not in fast:
             raise Slow
-        header = headers.get(topic)
-        if header is None:
-            header = _topic_header(topic)
-        append(header)
-        # One pack for the partition count and the partitions.
-        n = len(values)
-        append(structs[n + 1].pack(n, *sorted(values)))
-
-
-def _topic_header(topic: object) -> bytes:
-    if type(topic) is not str:
-        raise Slow
-    raw = topic.encode("utf-8")
-    if len(raw) > INT16_MAX:
-        raise Slow
-    header = pack_i16(len(raw)) + raw
-    if len(raw) <= _MAX_CACHED_NAME and len(_TOPIC_HEADERS) < _CACHE_LIMIT:
-        _TOPIC_HEADERS[topic] = header
-    return header
+        append(headers[topic])
+        # The count on its own: prepending it to the partitions would copy the argument tuple.
+        append(pack_count(len(values)))
+        append(packers[len(values)](*sorted(values)))
 
 
 FAST_ENCODE_ERRORS = (Slow, struct.error, TypeError, AttributeError, UnicodeError, ValueError)

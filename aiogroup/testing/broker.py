@@ -57,7 +57,7 @@ from aiogroup.testing.coordinator import (
     SyncGroupRequestData,
     SyncGroupResponseData,
 )
-from aiogroup.testing.faults import GROUP_APIS, FaultRule, Faults
+from aiogroup.testing.faults import GROUP_APIS, FaultEvent, FaultRule, Faults
 
 __all__ = ["EmbeddedBroker", "RawClient", "ThreadedBroker", "main"]
 
@@ -281,6 +281,14 @@ class EmbeddedBroker:
     @property
     def connection_count(self) -> int:
         return len(self._connections)
+
+    def member_connections(self, member_id: str) -> int:
+        """How many open connections have carried requests of ``member_id``."""
+        return sum(
+            1
+            for c in self._connections.values()
+            if member_id in c.member_ids and not c.writer.transport.is_closing()
+        )
 
     # --- connections ------------------------------------------------------------------------
 
@@ -1115,8 +1123,11 @@ class _ThreadedFaults:
         return self._owner.call(lambda: self._owner.broker.faults.generation(group_id))
 
     @property
-    def events(self) -> list[Any]:
+    def events(self) -> list[FaultEvent]:
         return self._owner.call(lambda: list(self._owner.broker.faults.events))
+
+    def events_of(self, action: str) -> list[FaultEvent]:
+        return self._owner.call(lambda: self._owner.broker.faults.events_of(action))
 
 
 class RawClient:

@@ -33,10 +33,12 @@ def sub_v0(topics: list[str], owned: PartitionsByTopic) -> Subscription:
 
 
 def parts(result: dict[str, Assignment]) -> dict[str, dict[str, tuple[int, ...]]]:
-    return {m: dict(a.partitions) for m, a in result.items()}
+    return {m: {t: tuple(ps) for t, ps in a.partitions.items()} for m, a in result.items()}
 
 
-def check_all(ppt: dict[str, int], subs: dict[str, Subscription], result: dict[str, Assignment]):
+def check_all(
+    ppt: dict[str, int], subs: dict[str, Subscription], result: dict[str, Assignment]
+) -> None:
     check_valid(ppt, subs, result)
     check_complete(ppt, subs, result)
     check_balanced(ppt, subs, result)

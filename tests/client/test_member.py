@@ -34,6 +34,7 @@ class FakeTransport:
         self.request_timeout_ms = 2_000
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.heartbeat_code = 0
+        self.heartbeat_codes: list[int] = []  # consumed first, one per heartbeat
         self.unreachable = False
         self.join_gate: asyncio.Event | None = None
         self.join_started = asyncio.Event()
@@ -88,6 +89,8 @@ class FakeTransport:
 
     async def heartbeat(self, **kw: Any) -> int:
         self._record("heartbeat", **kw)
+        if self.heartbeat_codes:
+            return self.heartbeat_codes.pop(0)
         return self.heartbeat_code
 
     async def leave_group(self, **kw: Any) -> int:
@@ -249,3 +252,67 @@ class Recording:
 
     def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
         self.calls.append(("lost", partitions))
+
+
+async def test_unsubscribe_revokes_leaves_and_reports_an_outcome() -> None:
+    fake = FakeTransport()
+    listener = Recording()
+    async with make(fake, listener=listener) as m:
+        await m.wait_for_assignment(timeout=5)
+        await m.unsubscribe()
+        outcomes = m.rebalances()
+        first = await anext(outcomes)
+        last = await asyncio.wait_for(anext(outcomes), 5)
+        assert first.assigned == ALL
+        assert (last.revoked, last.assignment, last.assigned) == (ALL, frozenset(), frozenset())
+        assert m.state is MemberState.UNJOINED
+        assert [lv["member_id"] for lv in fake.named("leave_group")] == ["m-1"]
+        assert listener.calls == [("assigned", ALL), ("revoked", ALL)]
+        # Subscribing again rejoins with a fresh member id (KIP-394 again).
+        await m.subscribe([TOPIC])
+        assert (await m.wait_for_assignment(timeout=5)).assignment == ALL
+
+
+async def test_not_coordinator_makes_the_member_rediscover_and_stay() -> None:
+    fake = FakeTransport()
+    async with make(fake) as m:
+        await m.wait_for_assignment(timeout=5)
+        lookups = len(fake.named("find_coordinator"))
+        generation = m.generation_id
+        fake.heartbeat_codes = [16]  # NOT_COORDINATOR once
+
+        async def rediscovered() -> None:
+            while True:
+                change = m.changed()
+                if len(fake.named("find_coordinator")) > lookups and m.state is MemberState.STABLE:
+                    return
+                await change
+
+        await asyncio.wait_for(rediscovered(), 5)
+        assert m.generation_id == generation and m.assignment == ALL
+
+
+async def test_a_revoked_callback_may_commit_before_the_partitions_go() -> None:
+    fake = FakeTransport()
+
+    class CommitOnRevoke:
+        member: GroupMember
+
+        def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+            pass
+
+        async def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+            await self.member.commit({tp: 100 + tp.partition for tp in partitions})
+
+    listener = CommitOnRevoke()
+    m = make(fake, listener=listener)
+    listener.member = m
+    async with m:
+        await m.wait_for_assignment(timeout=5)
+    (commit,) = fake.named("offset_commit")
+    assert commit["offsets"] == {tp: 100 + tp.partition for tp in ALL}
+    assert (commit["member_id"], commit["generation_id"]) == ("m-1", 1)
+    assert fake.named("leave_group")  # the commit happened before the member left
+    assert [n for n, _ in fake.calls].index("offset_commit") < [n for n, _ in fake.calls].index(
+        "leave_group"
+    )

@@ -91,7 +91,7 @@ def run_kafka_python(args: argparse.Namespace, commands: queue.Queue[str]) -> No
         metadata_max_age_ms=1000,
     )
 
-    class Listener(ConsumerRebalanceListener):
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         def on_partitions_revoked(self, revoked: Any) -> None:
             emit("revoked", partitions=sorted(p.partition for p in revoked))
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -30,12 +32,12 @@ def result(runs: dict[str, Future[None]], name: str) -> None:
     runs[name].result(timeout=RESULT_TIMEOUT)
 
 
-def owns(partitions: list[int]) -> object:
-    return lambda p: p.owned() == partitions
+def owns(partitions: list[int]) -> Callable[[Any], bool]:
+    return lambda p: bool(p.owned() == partitions)
 
 
-def partitioned(peers: list[object], total: int) -> bool:
-    owned = [p.owned() for p in peers]  # type: ignore[attr-defined]
+def partitioned(peers: Sequence[Any], total: int) -> bool:
+    owned = [p.owned() for p in peers]
     if any(o is None for o in owned):
         return False
     flat = sorted(x for o in owned for x in o)
@@ -357,6 +359,41 @@ def rolling_upgrade(handle: BrokerHandle) -> None:
         assert seen == ["range", "range", "cooperative-sticky"] + ["cooperative-sticky"] * 2
 
 
+@scenario
+def range_member_joins_cooperative_group(handle: BrokerHandle) -> None:
+    """A real range-only consumer joins two [cooperative-sticky, range] members: the vote
+    falls back to range, the only protocol everyone supports, and nobody is kicked out."""
+    handle.require_kafka_semantics("no protocol vote")
+    topic, group = unique("fallback"), unique("g-fallback")
+    create_topic(handle, topic, 4)
+
+    async def protocol() -> str:
+        async with RawClient(handle.bootstrap) as client:
+            resp = await client.request("DescribeGroups", 5, {"groups": [group]})
+            return str(resp.groups[0].protocol_data)
+
+    mixed = ["cooperative-sticky", "range"]
+    raws = [ThreadedRawMember(handle, group, topic, mixed, f"mixed{i}", 4) for i in range(2)]
+    try:
+        with Peers(handle) as peers:
+            deadline = time.monotonic() + 60
+            while not (partitioned(raws, 4) and all(r.owned() for r in raws)):
+                assert time.monotonic() < deadline, "the mixed members never converged"
+                time.sleep(0.05)  # polling raw members' state with a bound
+            assert raw(protocol()) == "cooperative-sticky"
+            old = peers.start("confluent", group=group, topic=topic, name="old", assignors="range")
+            members: list[Any] = [*raws, old]
+            old.wait_for(
+                lambda _: partitioned(members, 4) and all(m.owned() for m in members),
+                "three members share the topic",
+            )
+            assert raw(protocol()) == "range"
+            assert not old.errors() and not any(r.fatal() for r in raws)
+    finally:
+        for r in raws:
+            r.close()
+
+
 # --- tests ----------------------------------------------------------------------------------
 
 
@@ -402,6 +439,10 @@ def test_static_restart_without_rebalance(runs: dict[str, Future[None]]) -> None
 
 def test_rolling_upgrade_with_real_clients(runs: dict[str, Future[None]]) -> None:
     result(runs, "rolling_upgrade")
+
+
+def test_range_member_joins_cooperative_group(runs: dict[str, Future[None]]) -> None:
+    result(runs, "range_member_joins_cooperative_group")
 
 
 def test_static_zombie_is_fenced(runs: dict[str, Future[None]]) -> None:

@@ -7,9 +7,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,3 +190,31 @@ def converged(
         return False
     counts = [len(owned.get(m, ())) for m in members]
     return max(counts) - min(counts) <= 1
+
+
+def start_concurrently(
+    scenarios: dict[str, Callable[[], None]],
+) -> tuple[dict[str, Future[None]], list[threading.Thread]]:
+    """Start every scenario in its own thread; each future holds its result or its failure.
+
+    Scenarios on one broker share nothing but the broker (distinct groups and topics), so a
+    module's slow rebalances overlap instead of adding up.
+    """
+    futures: dict[str, Future[None]] = {}
+    threads = []
+    for name, fn in scenarios.items():
+        future: Future[None] = Future()
+        futures[name] = future
+
+        def run(fn: Callable[[], None] = fn, future: Future[None] = future) -> None:
+            try:
+                fn()
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(None)
+
+        thread = threading.Thread(target=run, name=f"scenario-{name}", daemon=True)
+        thread.start()
+        threads.append(thread)
+    return futures, threads

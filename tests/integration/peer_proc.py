@@ -94,7 +94,7 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, stop: threading.Ev
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 
-    class Listener(ConsumerRebalanceListener):
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         def on_partitions_revoked(self, revoked: Any) -> None:
             rec.write("revoked", [(p.topic, p.partition) for p in revoked])
 
@@ -120,7 +120,10 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, stop: threading.Ev
 
         telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
         listener = KafkaPythonListener(
-            telemetry, listener, consumer=consumer, protocol="cooperative-sticky",
+            telemetry,
+            listener,
+            consumer=consumer,
+            protocol="cooperative-sticky",
             group_id=args.group,
         )
     consumer.subscribe(args.topics, listener=listener)

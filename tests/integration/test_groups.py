@@ -11,8 +11,9 @@ asserts latency or generation numbers.
 
 from __future__ import annotations
 
+import functools
 import json
-import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -29,6 +30,7 @@ from tests.integration.harness import (
     double_ownership,
     ownership,
     read_events,
+    start_concurrently,
     start_peer,
     unique,
     wait_until,
@@ -132,13 +134,15 @@ def member_killed(cluster: Cluster, workdir: Path) -> None:
         g.wait_converged(["a1"], "a1 alone")
         g.start("aiogroup", "a2")
         g.wait_converged(["a1", "a2"], "a1 and a2")
+        killed_at = time.time()
         g.peers["a2"].kill()
         g.wait_converged(["a1"], "after a2 was killed")
     finally:
         g.stop_all()
-    # a2 never closed: its ownership ends with its death, which the log cannot show.
-    events = [e for e in g.callbacks() if e["who"] == "a1"]
-    assert not double_ownership(events)
+    # a2's ownership ends with its death, which its own log cannot show.
+    death = {"t": killed_at, "who": "a2", "event": "closed", "partitions": []}
+    problems = double_ownership(sorted([*g.callbacks(), death], key=lambda e: e["t"]))
+    assert not problems, problems
 
 
 @scenario
@@ -157,24 +161,35 @@ def member_paused(cluster: Cluster, workdir: Path) -> None:
         g.wait_converged(["a1", "a2"], "a1 and a2")
         held = ownership(g.callbacks())["a2"]
         assert held
+        paused_at = time.time()
         g.peers["a2"].pause()
-        paused_at = g.events()[-1]["t"]
         g.wait_converged(["a1"], "a1 took over from the paused a2")
         g.peers["a2"].resume()
         wait_until(
             lambda: any(
-                e["who"] == "a2" and e["event"] == "lost" and e["t"] > paused_at
-                for e in g.events()
+                e["who"] == "a2" and e["event"] == "lost" and e["t"] > paused_at for e in g.events()
             ),
             CONVERGE_S,
             "a2 to report its partitions lost",
         )
-        lost = next(e for e in g.events() if e["who"] == "a2" and e["event"] == "lost")
+        lost = next(
+            e
+            for e in g.events()
+            if e["who"] == "a2" and e["event"] == "lost" and e["t"] > paused_at
+        )
         assert {(t, p) for t, p in lost["partitions"]} == held
         g.wait_converged(["a1", "a2"], "a2 back in the group")
     finally:
         g.stop_all()
     events = g.events()
+    # While paused, a2 holds nothing as far as the group is concerned; everything else in the
+    # timeline must still show single ownership.
+    frozen = {"t": paused_at, "who": "a2", "event": "lost", "partitions": sorted(held)}
+    timeline = sorted(
+        [e for e in events if e["event"] != "owner_check"] + [frozen], key=lambda e: e["t"]
+    )
+    problems = double_ownership(timeline)
+    assert not problems, problems
     resumed = [e for e in events if e["who"] == "a2" and e["t"] > paused_at]
     a1_log = [e for e in events if e["who"] == "a1" and e["event"] != "owner_check"]
     for check in (e for e in resumed if e["event"] == "owner_check"):
@@ -230,25 +245,11 @@ def mixed_aiogroup_follows(cluster: Cluster, workdir: Path) -> None:
 def running(
     cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Future[None]]]:
-    """Start every scenario at once, each in its own thread (they share nothing but the broker)."""
+    """Start every scenario at once (they share nothing but the broker)."""
     workdir = tmp_path_factory.mktemp(f"groups-{cluster.kind}")
-    futures: dict[str, Future[None]] = {}
-    threads = []
-    for name, fn in SCENARIOS.items():
-        future: Future[None] = Future()
-        futures[name] = future
-
-        def run(fn: Scenario = fn, future: Future[None] = future) -> None:
-            try:
-                fn(cluster, workdir)
-            except BaseException as exc:
-                future.set_exception(exc)
-            else:
-                future.set_result(None)
-
-        thread = threading.Thread(target=run, name=name, daemon=True)
-        thread.start()
-        threads.append(thread)
+    futures, threads = start_concurrently(
+        {name: functools.partial(fn, cluster, workdir) for name, fn in SCENARIOS.items()}
+    )
     yield futures
     for thread in threads:
         thread.join(timeout=60)

@@ -3,19 +3,37 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from concurrent.futures import Future
 
 import pytest
 
 from aiogroup.client import GroupMember, MemberClosedError
-from aiogroup.errors import CommitFailedError, RebalanceInProgressError
+from aiogroup.errors import CommitFailedError, FencedInstanceIdError, RebalanceInProgressError
 from aiogroup.membership import MemberState, RebalanceCallbackError
 from aiogroup.protocol.types import TopicPartition
 from tests.integration.conftest import Cluster
-from tests.integration.harness import CONVERGE_S, HEARTBEAT_MS, SESSION_MS, create_topics, unique
+from tests.integration.harness import (
+    CONVERGE_S,
+    HEARTBEAT_MS,
+    SESSION_MS,
+    create_topics,
+    start_concurrently,
+    unique,
+)
 
 TP = TopicPartition
+Scenario = Callable[[Cluster], Awaitable[None]]
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def scenario(fn: Scenario) -> Scenario:
+    """Register an in-process scenario; the module runs them all concurrently, one event loop
+    per thread, on one broker (each with its own group and topic)."""
+    SCENARIOS[fn.__name__] = fn
+    return fn
 
 
 class Recorder:
@@ -55,10 +73,10 @@ def member(cluster: Cluster, group: str, topics: Iterable[str], **kw: object) ->
     )
 
 
-def topic(cluster: Cluster, partitions: int = 4) -> tuple[str, set[TopicPartition]]:
+def topic(cluster: Cluster, partitions: int = 4) -> tuple[str, frozenset[TopicPartition]]:
     name = unique("mt")
     create_topics(cluster.bootstrap, {name: partitions})
-    return name, {TP(name, p) for p in range(partitions)}
+    return name, frozenset(TP(name, p) for p in range(partitions))
 
 
 async def until(members: list[GroupMember], condition: object, what: str) -> None:
@@ -84,7 +102,7 @@ async def until(members: list[GroupMember], condition: object, what: str) -> Non
         raise AssertionError(f"timed out waiting for {what}") from None
 
 
-def stable_split(members: list[GroupMember], partitions: set[TopicPartition]) -> bool:
+def stable_split(members: list[GroupMember], partitions: frozenset[TopicPartition]) -> bool:
     owned = [m.assignment for m in members]
     union = [tp for o in owned for tp in o]
     return (
@@ -94,7 +112,8 @@ def stable_split(members: list[GroupMember], partitions: set[TopicPartition]) ->
     )
 
 
-async def test_one_member_joins_commits_fetches_and_leaves(cluster: Cluster) -> None:
+@scenario
+async def one_member_joins_commits_fetches_and_leaves(cluster: Cluster) -> None:
     name, partitions = topic(cluster)
     listener = Recorder()
     async with member(cluster, unique("g"), [name], listener=listener) as m:
@@ -111,7 +130,8 @@ async def test_one_member_joins_commits_fetches_and_leaves(cluster: Cluster) -> 
         await m.commit(offsets)
 
 
-async def test_members_share_and_a_leaver_hands_back(cluster: Cluster) -> None:
+@scenario
+async def members_share_and_a_leaver_hands_back(cluster: Cluster) -> None:
     name, partitions = topic(cluster)
     group = unique("g")
     a_listener, b_listener = Recorder(), Recorder()
@@ -128,9 +148,8 @@ async def test_members_share_and_a_leaver_hands_back(cluster: Cluster) -> None:
         assert [o.assignment for o in a.outcomes][-1] == partitions
 
 
-async def test_callback_error_is_raised_to_the_user_and_the_assignment_stands(
-    cluster: Cluster,
-) -> None:
+@scenario
+async def callback_error_is_raised_to_the_user_and_the_assignment_stands(cluster: Cluster) -> None:
     name, partitions = topic(cluster)
     async with member(cluster, unique("g"), [name], listener=Recorder("assigned")) as m:
         with pytest.raises(RebalanceCallbackError) as caught:
@@ -141,7 +160,8 @@ async def test_callback_error_is_raised_to_the_user_and_the_assignment_stands(
         assert outcome.assignment == partitions and outcome.error is not None
 
 
-async def test_callback_error_raised_from_exit_when_nothing_else_drove_the_member(
+@scenario
+async def callback_error_raised_from_exit_when_nothing_else_drove_the_member(
     cluster: Cluster,
 ) -> None:
     name, partitions = topic(cluster)
@@ -151,7 +171,8 @@ async def test_callback_error_raised_from_exit_when_nothing_else_drove_the_membe
     assert isinstance(caught.value.__cause__, ValueError)
 
 
-async def test_subscription_change_revokes_the_old_topic(cluster: Cluster) -> None:
+@scenario
+async def subscription_change_revokes_the_old_topic(cluster: Cluster) -> None:
     old, old_partitions = topic(cluster, 2)
     new, new_partitions = topic(cluster, 3)
     listener = Recorder()
@@ -168,9 +189,8 @@ async def test_subscription_change_revokes_the_old_topic(cluster: Cluster) -> No
     ]
 
 
-async def test_commit_during_rebalance_is_retriable_and_after_leaving_is_fatal(
-    cluster: Cluster,
-) -> None:
+@scenario
+async def commit_during_rebalance_is_retriable_and_after_leaving_is_fatal(cluster: Cluster) -> None:
     name, partitions = topic(cluster)
     group = unique("g")
     async with member(cluster, group, [name]) as a:
@@ -188,7 +208,8 @@ async def test_commit_during_rebalance_is_retriable_and_after_leaving_is_fatal(
             await a.commit({TP(name, 0): 9})
 
 
-async def test_rebalances_iterator_and_cancellation(cluster: Cluster) -> None:
+@scenario
+async def rebalances_iterator_and_cancellation(cluster: Cluster) -> None:
     name, partitions = topic(cluster)
     async with member(cluster, unique("g"), [name]) as m:
         waiter = asyncio.ensure_future(m.wait_for_assignment())
@@ -216,6 +237,50 @@ async def test_close_is_bounded_when_the_broker_is_gone() -> None:
         broker.stop()
         started = time.monotonic()
         await m.close(timeout=5)
-        assert time.monotonic() - started < 10
+        # The close timeout, then at most 10 s to cancel tasks and drop connections.
+        assert time.monotonic() - started < 5 + 10
     # The partitions were given up (revoked, or lost if the coordinator was already gone).
     assert listener.calls[-1] in [("revoked", partitions), ("lost", partitions)]
+
+
+async def test_static_member_is_fenced_by_a_duplicate_instance_id(cluster: Cluster) -> None:
+    """KIP-345: a second process with our group_instance_id fences us; that is fatal."""
+    if cluster.kind == "tansu":
+        pytest.skip("Tansu has no FENCED_INSTANCE_ID (its static membership is weak)")
+    name, partitions = topic(cluster)
+    group = unique("g")
+    first = member(cluster, group, [name], group_instance_id="instance-1")
+    await first.start()
+    try:
+        await first.wait_for_assignment(timeout=CONVERGE_S)
+        async with member(cluster, group, [name], group_instance_id="instance-1") as second:
+            await second.wait_for_assignment(timeout=CONVERGE_S)
+            with pytest.raises(FencedInstanceIdError):
+                await asyncio.wait_for(_drive(first), CONVERGE_S)
+            assert second.assignment == partitions
+    finally:
+        await first.close()
+
+
+async def _drive(m: GroupMember) -> None:
+    async for _ in m.rebalances():
+        pass
+
+
+@pytest.fixture(scope="module")
+def running(cluster: Cluster) -> Iterator[dict[str, Future[None]]]:
+    def runner(fn: Scenario) -> Callable[[], None]:
+        async def scenario_main() -> None:
+            await fn(cluster)
+
+        return functools.partial(asyncio.run, scenario_main())
+
+    futures, threads = start_concurrently({n: runner(fn) for n, fn in SCENARIOS.items()})
+    yield futures
+    for thread in threads:
+        thread.join(timeout=60)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario(running: dict[str, Future[None]], name: str) -> None:
+    running[name].result(timeout=240)

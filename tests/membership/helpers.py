@@ -56,9 +56,7 @@ class FixedAssignor(PartitionAssignor):
         self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:
         self.calls.append((dict(partitions_per_topic), dict(subscriptions)))
-        return {
-            m: Assignment(group_by_topic(self.plan.get(m, frozenset()))) for m in subscriptions
-        }
+        return {m: Assignment(group_by_topic(self.plan.get(m, frozenset()))) for m in subscriptions}
 
     def on_assignment(self, assignment: Assignment, metadata: GroupMetadata) -> None:
         self.on_assignment_calls.append((assignment, metadata))
@@ -71,9 +69,7 @@ class EagerFixed(FixedAssignor):
 
 class CoopOnly(FixedAssignor):
     name = "coop-only"
-    supported_protocols: ClassVar[tuple[RebalanceProtocol, ...]] = (
-        RebalanceProtocol.COOPERATIVE,
-    )
+    supported_protocols: ClassVar[tuple[RebalanceProtocol, ...]] = (RebalanceProtocol.COOPERATIVE,)
 
 
 def member(
@@ -147,7 +143,9 @@ class Script:
         self.feed(JoinGroupCompleted(join.token, generation_id, member_id, "leader-x", name))
         sync = self.take(SendSyncGroup)
         assert sync.assignments == ()
-        self.feed(SyncGroupCompleted(sync.token, encode_assignment(Assignment(group_by_topic(assigned)))))
+        self.feed(
+            SyncGroupCompleted(sync.token, encode_assignment(Assignment(group_by_topic(assigned))))
+        )
         return self.take(InvokeCallbacks)
 
     def start(self, topics: frozenset[str] = frozenset({"t"})) -> None:

@@ -127,7 +127,7 @@ async def test_cancellation_is_not_swallowed() -> None:
     release = asyncio.Event()
 
     class Slow(Recorder):
-        async def on_partitions_revoked(self, partitions: Partitions) -> None:  # type: ignore[override]
+        async def on_partitions_revoked(self, partitions: Partitions) -> None:
             started.set()
             await release.wait()
 
@@ -145,7 +145,7 @@ async def test_cancellation_is_not_swallowed() -> None:
 @pytest.mark.parametrize("exc_type", [KeyboardInterrupt, SystemExit])
 async def test_base_exceptions_propagate(exc_type: type[BaseException]) -> None:
     class Dies(Recorder):
-        def on_partitions_revoked(self, partitions: Partitions) -> None:  # type: ignore[override]
+        def on_partitions_revoked(self, partitions: Partitions) -> None:
             raise exc_type()
 
     listener = Dies()

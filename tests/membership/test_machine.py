@@ -275,6 +275,8 @@ def test_fenced_instance_id_is_fatal(api: str) -> None:
     assert len(raised) == 1 and raised[0].fatal
     assert isinstance(raised[0].error, FencedInstanceIdError)
     assert s.m.state is MemberState.FATAL and s.m.next_deadline() is None
+    assert s.take(InvokeCallbacks).lost == tps("t-0", "t-1")  # someone else owns them now
+    assert s.m.assignment == frozenset()
     with pytest.raises(LocalProtocolError):
         s.feed(SubscriptionChanged(topics=frozenset({"t"})))
     with pytest.raises(CommitFailedError):
@@ -330,7 +332,7 @@ def test_unknown_join_error_is_raised_and_join_retried_after_backoff() -> None:
     assert isinstance(s.take(RaiseToUser).error, InconsistentGroupProtocolError)
     assert not s.has(SendJoinGroup)
     deadline = s.m.next_deadline()
-    assert deadline == pytest.approx(s.now + 0.1)
+    assert deadline is not None and deadline == pytest.approx(s.now + 0.1)
     s.timer(deadline)
     assert s.has(SendJoinGroup)
 
@@ -594,7 +596,9 @@ def test_dynamic_member_close_leaves() -> None:
 
 
 def _md(topics: list[str], owned: dict[str, tuple[int, ...]] | None = None, gen: int = 1) -> bytes:
-    return encode_subscription(Subscription(topics, owned_partitions=owned or {}, generation_id=gen))
+    return encode_subscription(
+        Subscription(topics, owned_partitions=owned or {}, generation_id=gen)
+    )
 
 
 def _sync_assignments(sync: SendSyncGroup) -> dict[str, frozenset[object]]:
@@ -781,3 +785,18 @@ def test_assignment_bytes_are_encoded_even_when_empty() -> None:
     leader_join(s, {"m1": _md(["t"])})
     sync = s.take(SendSyncGroup)
     assert decode_assignment(sync.assignments[0][1]) == Assignment(group_by_topic([]))
+
+
+def test_leader_stops_waiting_for_metadata_after_a_heartbeat_interval() -> None:
+    assignor = FixedAssignor({"m1": tps("t-0")})
+    s = Script(member(assignor=assignor, heartbeat_interval_ms=2000))
+    s.feed(MetadataUpdated({"t": 1}))
+    s.start()
+    leader_join(s, {"m1": _md(["t", "missing"])})
+    assert s.m.state is MemberState.AWAITING_METADATA
+    s.take(RequestMetadata)
+    assert s.m.next_deadline() == pytest.approx(s.now + 2)
+    s.timer(s.now + 2)
+    sync = s.take(SendSyncGroup)
+    assert _sync_assignments(sync) == {"m1": tps("t-0")}
+    assert assignor.calls[-1][0] == {"t": 1}  # the missing topic counts as absent

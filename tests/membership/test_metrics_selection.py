@@ -72,7 +72,9 @@ def test_metrics_rate_has_a_minimum_elapsed() -> None:
 
 def test_protocol_selection() -> None:
     # [range, cooperative-sticky] runs EAGER (first bounce of the upgrade); alone: COOPERATIVE.
-    assert select_protocol([RangeAssignor(), CooperativeStickyAssignor()]) is RebalanceProtocol.EAGER
+    assert (
+        select_protocol([RangeAssignor(), CooperativeStickyAssignor()]) is RebalanceProtocol.EAGER
+    )
     assert select_protocol([CooperativeStickyAssignor()]) is RebalanceProtocol.COOPERATIVE
     assert select_protocol([FixedAssignor()]) is RebalanceProtocol.COOPERATIVE
     assert select_protocol([EagerFixed(), FixedAssignor()]) is RebalanceProtocol.EAGER
@@ -118,3 +120,23 @@ def test_validate_cooperative_flags_revoke_and_assign_in_one_round() -> None:
     assert bad == tps("t-0")
     ok = validate_cooperative({"a": Assignment({"t": (0,)}), "b": Assignment({"t": (1,)})}, owners)
     assert ok == frozenset()
+
+
+def test_sans_io_core_imports_no_clock_or_io() -> None:
+    import ast
+    import pathlib
+
+    import aiogroup.membership as pkg
+
+    root = pathlib.Path(pkg.__file__).parent
+    files = [*root.glob("*.py"), root.parent / "metrics.py"]
+    assert len(files) >= 8
+    for path in files:
+        tree = ast.parse(path.read_text())
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module.split(".")[0])
+        assert not names & {"asyncio", "socket", "time", "datetime", "selectors"}, path

@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import event as hevent
 from hypothesis import strategies as st
 
+from aiogroup.assignors.base import PartitionAssignor
 from aiogroup.assignors.cooperative_sticky import CooperativeStickyAssignor
 from aiogroup.assignors.range import RangeAssignor
 from aiogroup.errors import (
@@ -81,7 +82,9 @@ def response_for(action: Action, data: st.DataObject) -> Event | None:
     ok = data.draw(st.integers(0, 3), label="ok") != 0
     code = data.draw(st.sampled_from(CODES), label="code")
     if isinstance(action, FindCoordinator):
-        return CoordinatorFound(action.token, 1) if ok else CoordinatorLookupFailed(action.token, code)
+        return (
+            CoordinatorFound(action.token, 1) if ok else CoordinatorLookupFailed(action.token, code)
+        )
     if isinstance(action, SendJoinGroup):
         if not ok:
             return JoinGroupFailed(action.token, code, member_id="given")
@@ -91,8 +94,9 @@ def response_for(action: Action, data: st.DataObject) -> Event | None:
         members: tuple[JoinGroupMember, ...] = ()
         if leader:
             others = data.draw(st.lists(metadata_bytes, max_size=3), label="others")
-            members = (JoinGroupMember(member_id, action.protocols[0][1]),) + tuple(
-                JoinGroupMember(f"o{i}", md) for i, md in enumerate(others)
+            members = (
+                JoinGroupMember(member_id, action.protocols[0][1]),
+                *(JoinGroupMember(f"o{i}", md) for i, md in enumerate(others)),
             )
         return JoinGroupCompleted(
             action.token,
@@ -124,7 +128,9 @@ def user_event(data: st.DataObject) -> Event:
     if kind == 0:
         return SubscriptionChanged(topics=frozenset(data.draw(st.sets(st.sampled_from(TOPICS)))))
     if kind == 1:
-        return SubscriptionChanged(pattern=re.compile(data.draw(st.sampled_from(["a|b", ".*", "z"]))))
+        return SubscriptionChanged(
+            pattern=re.compile(data.draw(st.sampled_from(["a|b", ".*", "z"])))
+        )
     if kind == 2:
         return UnsubscribeRequested()
     if kind == 3:
@@ -147,16 +153,21 @@ def check_invariants(m: GroupMember) -> None:
         assert m.generation_id >= 0 and m.member_id
 
 
-ASSIGNOR_SETS = [
-    lambda: [CooperativeStickyAssignor()],
-    lambda: [RangeAssignor()],
-    lambda: [RangeAssignor(), CooperativeStickyAssignor()],
-]
+def assignor_set(which: int) -> list[PartitionAssignor]:
+    if which == 0:
+        return [CooperativeStickyAssignor()]
+    if which == 1:
+        return [RangeAssignor()]
+    return [RangeAssignor(), CooperativeStickyAssignor()]
 
 
 @pytest.mark.slow
 @settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    database=None,
+    phases=[Phase.generate, Phase.shrink],
 )
 @given(data=st.data(), which=st.integers(0, 2), static=st.booleans(), auto=st.booleans())
 def test_any_event_sequence_keeps_machine_valid(
@@ -164,7 +175,7 @@ def test_any_event_sequence_keeps_machine_valid(
 ) -> None:
     cfg = MemberConfig(
         group_id="g",
-        assignors=ASSIGNOR_SETS[which](),
+        assignors=assignor_set(which),
         group_instance_id="inst" if static else None,
         enable_auto_commit=auto,
     )

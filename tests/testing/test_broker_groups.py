@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -208,6 +208,10 @@ def stable_with(n: int) -> Any:
     return check
 
 
+def newer_than(generation: int) -> Callable[[GroupView | None], bool]:
+    return lambda view: view is not None and view.generation_id > generation
+
+
 async def converge(broker: EmbeddedBroker, group: str, members: Sequence[RawMember]) -> GroupView:
     def done(view: GroupView | None) -> bool:
         kicked = any(set(m.errors) & FATAL for m in members)
@@ -279,9 +283,7 @@ async def test_rolling_upgrade_to_cooperative_one_member_at_a_time(
                 m.protocols = phase  # the rolled member rejoins with its new list (KIP-429)
                 m.rejoin.set()
                 before = broker.faults.generation("roll")
-                await broker.wait_for_group(
-                    "roll", lambda v, b=before: v is not None and v.generation_id > b, timeout=30
-                )
+                await broker.wait_for_group("roll", newer_than(before), timeout=30)
                 seen.append((await converge(broker, "roll", members)).protocol_name)
     finally:
         for m in members:

@@ -35,7 +35,7 @@ def batch(values: list[bytes], *, timestamp: int = 1000) -> bytes:
 
 
 def decode(data: bytes) -> list[tuple[int, bytes]]:
-    out = []
+    out: list[tuple[int, bytes]] = []
     pos = 0
     while pos < len(data):
         (length,) = struct.unpack_from(">i", data, pos + 8)
