@@ -1,5 +1,6 @@
 """aiogroup: an asyncio member of Kafka's classic consumer group protocol (KIP-429 cooperative)."""
 
+from aiogroup.client import GroupMember, RebalanceOutcome
 from aiogroup.errors import AiogroupError, CodecError, ConfigurationError, KafkaError
 from aiogroup.protocol.types import Assignment, Subscription, TopicPartition
 
@@ -10,7 +11,9 @@ __all__ = [
     "Assignment",
     "CodecError",
     "ConfigurationError",
+    "GroupMember",
     "KafkaError",
+    "RebalanceOutcome",
     "Subscription",
     "TopicPartition",
     "__version__",

@@ -66,6 +66,8 @@ pack_i32 = _I32.pack
 _CACHE_LIMIT = 4096
 #: Kafka's longest legal topic name; only names up to this length are cached.
 _MAX_CACHED_NAME = 249
+#: Distinct partition counts whose header bytes are kept per topic.
+_COUNTS_PER_TOPIC = 8
 
 
 class _ArrayStructs(dict[int, struct.Struct]):
@@ -129,24 +131,48 @@ class _TopicNames(dict[bytes, str]):
         return text
 
 
-class _TopicHeaders(dict[str, bytes]):
-    """Topic -> its int16 length and UTF-8 bytes; raises :class:`Slow` for anything odd."""
+class _CountedHeaders(dict[int, bytes]):
+    """``n -> topic header + int32 n``: the bytes before a topic's partitions, per count.
 
-    def __missing__(self, topic: str) -> bytes:
+    A balanced assignment gives each member one or two distinct counts per topic, so a few
+    entries per topic cover nearly every call.
+    """
+
+    __slots__ = ("header",)
+
+    def __init__(self, header: bytes) -> None:
+        super().__init__()
+        self.header = header
+
+    def __missing__(self, n: int) -> bytes:
+        value = self.header + pack_i32(n)  # struct.error past int32: the caller falls back
+        if len(self) < _COUNTS_PER_TOPIC:
+            self[n] = value
+        return value
+
+
+class _TopicHeaders(dict[str, _CountedHeaders]):
+    """Topic -> its :class:`_CountedHeaders` (int16 length, UTF-8 bytes, then the count).
+
+    Raises :class:`Slow` for anything that is not a ``str`` of at most 32767 UTF-8 bytes.
+    """
+
+    def __missing__(self, topic: str) -> _CountedHeaders:
         if type(topic) is not str:
             raise Slow
         raw = topic.encode("utf-8")
         if len(raw) > INT16_MAX:
             raise Slow
-        header = pack_i16(len(raw)) + raw
+        headers = _CountedHeaders(pack_i16(len(raw)) + raw)
         if len(raw) <= _MAX_CACHED_NAME and len(self) < _CACHE_LIMIT:
-            self[topic] = header
-        return header
+            self[topic] = headers
+        return headers
 
 
 # Topic names are few and repeat in every member's payload: decoding shares one str per name
 # (a 1M-partition group would otherwise hold a million copies), encoding reuses its header.
-# At most _CACHE_LIMIT names of at most _MAX_CACHED_NAME bytes: about 2 MB at worst.
+# At most _CACHE_LIMIT names of at most _MAX_CACHED_NAME bytes: about 2 MB at worst for the
+# names, about 10 MB for the headers (with _COUNTS_PER_TOPIC counts each).
 _TOPIC_NAMES = _TopicNames()
 _TOPIC_HEADERS = _TopicHeaders()
 _FAST_SEQUENCES = (tuple, list)
@@ -227,11 +253,17 @@ def scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ..
             return None
         for _ in range(n):
             tlen: int = unpack_i16(buf, pos)[0]
-            # The topic bytes and the partition count in one call. A negative length or count
-            # makes an invalid format and a short buffer fails the unpack: both struct.error.
+            start = pos + 6 + tlen  # of the partitions
+            # Lengths and counts are checked before a Struct is made for them, so garbage
+            # cannot fill the caches with formats no valid payload uses.
+            if tlen < 0 or start > end:
+                return None
+            # The topic bytes and the partition count in one call.
             raw, cnt = unpack_heads[tlen](buf, pos + 2)
-            result[names[raw]] = unpack_arrays[cnt](buf, pos + 6 + tlen)
-            pos += 6 + tlen + 4 * cnt
+            pos = start + 4 * cnt
+            if cnt < 0 or pos > end:
+                return None
+            result[names[raw]] = unpack_arrays[cnt](buf, start)
     except (struct.error, UnicodeDecodeError):
         return None
     if len(result) != n:  # a repeated topic
@@ -277,7 +309,7 @@ def pack_strings(values: Any, out: list[bytes]) -> None:
 def pack_topic_partitions(mapping: Any, out: list[bytes]) -> None:
     """Append ``{topic: partitions}`` to ``out``, topics and partitions sorted.
 
-    One cached topic header and one ``struct.pack`` per topic. Raises :class:`Slow` (or
+    Per topic, one cached header (with the count) and one ``struct.pack``. Raises :class:`Slow` (or
     lets ``TypeError`` and friends out, which the caller treats the same) when the input is
     anything but a dict of str to a list/tuple of ints that fit an int32.
     """
@@ -289,15 +321,15 @@ def pack_topic_partitions(mapping: Any, out: list[bytes]) -> None:
     packers = _ARRAY_PACK
     headers = _TOPIC_HEADERS
     fast = _FAST_SEQUENCES
-    pack_count = pack_i32
     for topic in topics:
         values = mapping[topic]
         if type(values) not in fast:
             raise Slow
-        append(headers[topic])
-        # The count on its own: prepending it to the partitions would copy the argument tuple.
-        append(pack_count(len(values)))
-        append(packers[len(values)](*sorted(values)))
+        n = len(values)
+        # The topic and the count come cached; the partitions take one pack of the sorted list
+        # (prepending the count to them would copy the argument tuple).
+        append(headers[topic][n])
+        append(packers[n](*sorted(values)))
 
 
 FAST_ENCODE_ERRORS = (Slow, struct.error, TypeError, AttributeError, UnicodeError, ValueError)

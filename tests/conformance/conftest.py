@@ -59,6 +59,8 @@ class Peer:
     ) -> None:
         self.name = name
         self.kind = kind
+        self.handle = handle
+        self.group = group
         self.wait_s: float = settings(handle)["wait"]
         cmd = [
             sys.executable,

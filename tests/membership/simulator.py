@@ -80,6 +80,7 @@ class FakeGroup:
         self.assignments: dict[str, bytes] = {}
         self.generations_completed = 0
         self.commits: list[tuple[str, int]] = []
+        self.zombies: set[str] = set()
 
     # -- members -----------------------------------------------------------------------------
 
@@ -105,7 +106,14 @@ class FakeGroup:
         return [m for m in self.members if m.machine.state is not MemberState.CLOSED]
 
     def kick(self, sm: SimMember) -> None:
-        """The coordinator forgets ``sm`` (as when its session expires) and rebalances."""
+        """The coordinator forgets ``sm`` (as when its session expires) and rebalances.
+
+        Until ``sm`` hears of it (UNKNOWN_MEMBER_ID) it is a zombie that still believes it owns
+        its partitions (KAFKA-7026); the exclusivity check leaves zombies out until they have
+        reported their partitions lost.
+        """
+        if sm.machine.assignment:
+            self.zombies.add(sm.name)
         if sm.machine.member_id in self.group:
             del self.group[sm.machine.member_id]
             self.pending_joins.pop(sm.machine.member_id, None)
@@ -151,6 +159,10 @@ class FakeGroup:
     def check_exclusive(self) -> None:
         seen: dict[TopicPartition, str] = {}
         for m in self.members:
+            if m.name in self.zombies:
+                if m.machine.assignment and not any(cb.lost for cb in m.callbacks):
+                    continue
+                self.zombies.discard(m.name)
             for tp in m.machine.assignment:
                 assert tp not in seen, f"{tp} owned by {seen[tp]} and {m.name} at t={self.now}"
                 seen[tp] = m.name

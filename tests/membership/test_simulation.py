@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
 from aiogroup.assignors.cooperative_sticky import CooperativeStickyAssignor
 from aiogroup.assignors.range import RangeAssignor
-from aiogroup.membership import MemberState
+from aiogroup.membership import CoordinatorLost, MemberState
 from aiogroup.protocol import TopicPartition
 
 from .helpers import FixedAssignor
@@ -161,6 +161,7 @@ operations = st.lists(
         st.tuples(st.just("close"), st.integers(0, 9)),
         st.tuples(st.just("kick"), st.integers(0, 9)),
         st.tuples(st.just("grow"), st.sampled_from(sorted(CLUSTER))),
+        st.tuples(st.just("disconnect"), st.integers(0, 9)),
     ),
     min_size=1,
     max_size=8,
@@ -189,6 +190,8 @@ def test_random_group_histories_stay_exclusive_and_converge(
             g.close(live[int(str(arg)) % len(live)])
         elif op == "kick" and live:
             g.kick(live[int(str(arg)) % len(live)])
+        elif op == "disconnect" and live:
+            g.queue.append((live[int(str(arg)) % len(live)], CoordinatorLost()))
         elif op == "grow":
             grown = dict(g.cluster)
             grown[str(arg)] += 1
