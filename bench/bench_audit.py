@@ -3,9 +3,10 @@
     .venv/bin/python bench/bench_audit.py                  # 6,000 partitions x 200 members x 500
     .venv/bin/python bench/bench_audit.py --partitions 600 --generations 50   # a quick look
 
-Generates one JSONL file per member (every generation: one member sits out, so assignments
-churn; each partition gets a new ownership interval per generation: partitions x generations
-intervals), times the Spark job on local[2] (read, every result dataset written as Parquet), then
+Generates one JSONL file per member (eager; the group grows from half of the members to all of
+them and every generation shifts the assignment, so each partition gets a new ownership interval
+per generation: partitions x generations intervals), times the Spark job on local[2] (read,
+every result dataset written as Parquet), then
 computes the same answers with pandas in the same run, asserts they are equal and prints the
 ratio. The Spark session start (JVM) is timed separately.
 """
@@ -46,7 +47,9 @@ def generate(out: Path, partitions: int, members: int, generations: int, seed: i
     owned_prev: list[list[int]] = [[] for _ in range(members)]
     for g in range(1, generations + 1):
         t = base + g * ROUND_S
-        active = [m for m in range(members) if m != g % members]
+        # the group grows from half its members to all of them, one member every few rounds
+        size = min(members, members // 2 + (g - 1) * members // (2 * max(1, generations - 1)))
+        active = list(range(max(1, size)))
         shift = int(rng.integers(0, len(active)))
         owner = np.array(active)[(np.arange(partitions) + shift) % len(active)]
         for m in range(members):  # eager: everyone revokes everything first (old generation)
@@ -94,7 +97,6 @@ def generate(out: Path, partitions: int, members: int, generations: int, seed: i
             )
             owned_prev[m] = mine
             intervals += len(mine)
-        owned_prev[g % members] = []
     end_t = base + (generations + 1) * ROUND_S
     for m in range(members):
         if owned_prev[m]:
@@ -167,8 +169,11 @@ def pandas_answers(directory: Path) -> dict[str, Any]:
     moved = iv[prev.notna() & (prev != iv["member"])].groupby("generation_id").size()
 
     # minimum moves at each membership change
-    gm = ev[ev["generation_id"].notna()][["member", "generation_id"]].drop_duplicates()
-    sets = gm.groupby("generation_id")["member"].apply(lambda x: tuple(sorted(x)))
+    ge = ev[ev["generation_id"].notna()]
+    span = ge.groupby("member")["generation_id"].agg(["min", "max"])
+    gens = sorted(ge["generation_id"].unique())
+    sets = pd.Series({g: tuple(sorted(span.index[(span["min"] <= g) & (span["max"] >= g)]))
+                      for g in gens})
     starts = [g for i, g in enumerate(sets.index) if i == 0 or sets.iloc[i] != sets.iloc[i - 1]]
     prev_owner = iv.groupby("partition")["member"].shift()
     plus = iv.groupby(["member", "generation_id"]).size()

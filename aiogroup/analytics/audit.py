@@ -404,7 +404,14 @@ def _moves(intervals: DataFrame, events: DataFrame) -> DataFrame:
     # Membership epochs: consecutive generations with the same members are one rebalance as far
     # as the minimum goes (cooperative follow-up rounds, KIP-429); the minimum is charged to the
     # first generation of each epoch.
-    gen_members = gen_events.select("group", "member", F.col("generation_id").alias("gen"))
+    # A member is in every generation from its first to its last observed one: peers run no
+    # callback in a round that changes nothing for them, so single observations have holes.
+    spans = gen_events.groupBy("group", "member").agg(
+        F.min("generation_id").alias("first_gen"), F.max("generation_id").alias("last_gen"))
+    all_gens = gen_events.select("group", F.col("generation_id").alias("gen")).distinct()
+    gen_members = all_gens.join(spans, "group").where(
+        (F.col("gen") >= F.col("first_gen")) & (F.col("gen") <= F.col("last_gen"))
+    ).select("group", "member", "gen")
     sets = gen_members.groupBy("group", "gen").agg(
         F.array_sort(F.collect_set("member")).alias("member_set"))
     ws = Window.partitionBy("group").orderBy("gen")

@@ -535,14 +535,38 @@ def _general(
     # has 2+ fewer. Every move lowers the sum of squared loads, so this terminates.
     owned_sets = [set(ids) for ids in owned]
     topic_sets = [{layout.index[name] for name in names} for names in subscribed]
-    loadkey = load.__getitem__
     topics_of: list[list[int]] = [[] for _ in range(members)]
     for k, s in enumerate(subs):
         for i in s:
             topics_of[i].append(k)
-    # least[k]: the least loaded subscriber of topic k (lowest index on ties), -1 if unknown.
-    # Kept up to date per move instead of recomputed, so a check costs O(topics held).
-    least = [min(s, key=loadkey) if s else -1 for s in subs]
+    # Members with the same subscription form a class; each class keeps a heap of
+    # (load, member) with stale entries skipped lazily, so the least loaded subscriber of a
+    # topic is found among a few class heads rather than among all its subscribers.
+    class_of: dict[frozenset[str], int] = {}
+    member_class = [class_of.setdefault(names, len(class_of)) for names in subscribed]
+    class_heaps: list[list[tuple[int, int]]] = [[] for _ in range(len(class_of))]
+    for i, c in enumerate(member_class):
+        class_heaps[c].append((load[i], i))
+    for class_heap in class_heaps:
+        heapq.heapify(class_heap)
+    topic_classes: list[list[int]] = [[] for _ in range(ntopics)]
+    for names, c in class_of.items():
+        for name in names:
+            topic_classes[layout.index[name]].append(c)
+
+    def class_head(c: int) -> tuple[int, int]:
+        ch = class_heaps[c]
+        while load[ch[0][1]] != ch[0][0]:
+            heapq.heappop(ch)
+        return ch[0]
+
+    def least_of(k: int) -> int:
+        """The least loaded subscriber of topic ``k``, lowest index on ties."""
+        return min(map(class_head, topic_classes[k]))[1]
+
+    # least[k]: cached least_of(k), -1 if unknown. Kept up to date per move instead of
+    # recomputed, so a check costs O(topics held).
+    least = [least_of(k) if s else -1 for k, s in enumerate(subs)]
 
     def move(src: int, dst: int, k: int, n: int) -> None:
         ids = held[src][k]
@@ -553,6 +577,8 @@ def _general(
         held[dst].setdefault(k, []).extend(moving)
         load[src] -= n
         load[dst] += n
+        heapq.heappush(class_heaps[member_class[src]], (load[src], src))
+        heapq.heappush(class_heaps[member_class[dst]], (load[dst], dst))
         os_src, os_dst = owned_sets[src], owned_sets[dst]
         fresh_count[src] -= sum(1 for g in moving if g not in os_src)
         fresh_count[dst] += sum(1 for g in moving if g not in os_dst)
@@ -605,7 +631,7 @@ def _general(
     def least_load(k: int) -> int:
         b = least[k]
         if b < 0:
-            b = least[k] = min(subs[k], key=loadkey)
+            b = least[k] = least_of(k)
         return load[b]
 
     def settled(y: int, k: int) -> bool:
@@ -676,7 +702,7 @@ def _general(
                 continue
             b = least[k]
             if b < 0:
-                b = least[k] = min(subs[k], key=loadkey)
+                b = least[k] = least_of(k)
             if b != a and load[b] == la - 1:
                 swapped.add(g)
                 move(a, b, k, 1)
@@ -697,7 +723,7 @@ def _general(
                 for k, ids in held[a].items():
                     b = least[k]
                     if b < 0:
-                        b = least[k] = min(subs[k], key=loadkey)
+                        b = least[k] = least_of(k)
                     lb = load[b]
                     if lb <= la - 2:
                         cand = (1 if ids[-1] in owned_sets[a] else 0, lb, k)

@@ -770,8 +770,7 @@ class GroupMember:
         self._leave_token = None
         self.generation_id = NO_GENERATION
         self.leader_id = ""
-        if self.config.group_instance_id is None:
-            self.member_id = ""
+        self.member_id = ""  # as Java's resetGenerationOnLeaveGroup, static members included
         self._joined = False
         self._joined_topics = None
         self._rejoin_needed = False

@@ -24,6 +24,12 @@ Two paths, same results:
 
 Neither path lets ``struct.error``, ``IndexError`` or ``UnicodeDecodeError`` escape, and every
 count is checked against the bytes left *before* anything is allocated.
+
+The fast path keeps a few bounded caches, all keyed by values that fully determine the result
+(so a hit gives exactly what parsing or encoding would): compiled ``struct`` formats (bound
+methods) per partition count and topic-name length, one shared ``str`` per topic name, the
+encoded header of each topic with its most used partition counts, and the last topics array
+read and written (members of a group nearly always subscribe to the same topics).
 """
 
 from __future__ import annotations
@@ -277,9 +283,10 @@ def scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ..
 def pack_strings(values: Any, out: list[bytes]) -> None:
     """Append an array of strings, sorted, to ``out``; raise :class:`Slow` on anything odd.
 
-    The last array written is kept (a copy of the input and its bytes): a leader re-encodes
-    the same topics for every member, and comparing two lists of the same ``str`` objects is
-    far cheaper than sorting and encoding them again.
+    The last array written is kept (a copy of the input and its bytes): a member writes the
+    same topics at every rebalance, members of a group usually share them, and comparing two
+    lists of the same ``str`` objects is far cheaper than sorting and encoding them again. The
+    copy holds only exact ``str`` values, so an equal input encodes to the same bytes.
     """
     global _last_packed_strings
     if type(values) not in _FAST_SEQUENCES:
@@ -309,9 +316,9 @@ def pack_strings(values: Any, out: list[bytes]) -> None:
 def pack_topic_partitions(mapping: Any, out: list[bytes]) -> None:
     """Append ``{topic: partitions}`` to ``out``, topics and partitions sorted.
 
-    Per topic, one cached header (with the count) and one ``struct.pack``. Raises :class:`Slow` (or
-    lets ``TypeError`` and friends out, which the caller treats the same) when the input is
-    anything but a dict of str to a list/tuple of ints that fit an int32.
+    Per topic, one cached header (topic and count) and one ``struct.pack``. Raises
+    :class:`Slow` (or lets ``TypeError`` and friends out, which the caller treats the same)
+    when the input is anything but a dict of str to a list/tuple of ints that fit an int32.
     """
     if not isinstance(mapping, dict):
         raise Slow
@@ -327,9 +334,10 @@ def pack_topic_partitions(mapping: Any, out: list[bytes]) -> None:
             raise Slow
         n = len(values)
         # The topic and the count come cached; the partitions take one pack of the sorted list
-        # (prepending the count to them would copy the argument tuple).
+        # (prepending the count to them would copy the argument tuple). Sorting is most of the
+        # cost of a short list, and a list of 0 or 1 partitions is sorted already.
         append(headers[topic][n])
-        append(packers[n](*sorted(values)))
+        append(packers[n](*sorted(values)) if n > 1 else packers[n](*values))
 
 
 FAST_ENCODE_ERRORS = (Slow, struct.error, TypeError, AttributeError, UnicodeError, ValueError)

@@ -34,8 +34,9 @@ import struct
 
 from aiogroup.errors import InvalidFieldError
 from aiogroup.protocol._reader import (
+    _TOPIC_HEADERS,
+    _TOPIC_NAMES,
     FAST_ENCODE_ERRORS,
-    INT16_MAX,
     Reader,
     Slow,
     Writer,
@@ -103,14 +104,10 @@ def encode_subscription(sub: Subscription, version: int = SUBSCRIPTION_VERSION) 
                 out.append(pack_i32(sub.generation_id))
                 if version >= 3:
                     rack_id = sub.rack_id
-                    if rack_id is None:
-                        out.append(_NULL_STRING)
-                    else:
-                        raw = rack_id.encode("utf-8")
-                        if len(raw) > INT16_MAX:
-                            raise Slow
-                        out.append(pack_i16(len(raw)))
-                        out.append(raw)
+                    # A rack is a short string that repeats, like a topic: same cached header.
+                    out.append(
+                        _NULL_STRING if rack_id is None else _TOPIC_HEADERS[rack_id].header
+                    )
         return b"".join(out)
     except FAST_ENCODE_ERRORS:
         return _encode_subscription_carefully(sub, version)
@@ -149,11 +146,15 @@ def decode_subscription(data: Buffer, *, max_version: int = SUBSCRIPTION_VERSION
 def _scan_subscription(buf: bytes, max_version: int) -> Subscription | None:
     """The fast path: ``None`` at the first irregularity (the careful path then explains it)."""
     end = len(buf)
+    names = _TOPIC_NAMES
     try:
         version: int = unpack_i16(buf, 0)[0]
         if version < 0:
             return None
-        effective = min(version, max_version, SUBSCRIPTION_VERSION)
+        # min(version, max_version, SUBSCRIPTION_VERSION), without the call.
+        effective = version if version < max_version else max_version
+        if effective > SUBSCRIPTION_VERSION:
+            effective = SUBSCRIPTION_VERSION
         scanned_topics = scan_strings(buf, 2)
         if scanned_topics is None:
             return None
@@ -187,7 +188,8 @@ def _scan_subscription(buf: bytes, max_version: int) -> Subscription | None:
                     if n >= 0:
                         if pos + n > end:
                             return None
-                        rack_id = buf[pos : pos + n].decode("utf-8")
+                        # Racks are few, like topics: share one str per name.
+                        rack_id = names[buf[pos : pos + n]]
                     elif n != -1:
                         return None
     except (struct.error, UnicodeDecodeError):

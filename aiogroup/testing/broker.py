@@ -394,10 +394,29 @@ class EmbeddedBroker:
         values: Values,
     ) -> None:
         frame = _wire.encode_response(api_key, api_version, correlation_id, values)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "conn %s %s: answer %s v%d #%d %r",
+                conn.conn_id,
+                conn.client_id,
+                _wire.API_NAMES.get(api_key),
+                api_version,
+                correlation_id,
+                values,
+            )
         conn.writer.write(frame)
         await conn.writer.drain()
 
     async def _dispatch(self, conn: _Connection, request: _wire.Request) -> None:
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "conn %s %s: %s v%d %r",
+                conn.conn_id,
+                conn.client_id,
+                request.api_name,
+                request.api_version,
+                request.body,
+            )
         rule = self.faults.take(request.api_key, conn.client_id, frozenset(conn.member_ids))
         values: Values | None
         if rule is not None and rule.action == "fail" and request.api_key in GROUP_APIS:

@@ -119,8 +119,9 @@ class Peer:
             while not predicate(self):
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    view = self.handle.embedded.group(self.group) if self.handle.embedded else None
                     raise AssertionError(
-                        f"{self.name}: timed out waiting for {what}: {self.events}"
+                        f"{self.name}: timed out waiting for {what}: {self.events}; group {view}"
                     )
                 self.cond.wait(min(left, 0.2))
 

@@ -160,8 +160,8 @@ class FakeGroup:
         seen: dict[TopicPartition, str] = {}
         for m in self.members:
             if m.name in self.zombies:
-                if m.machine.assignment and not any(cb.lost for cb in m.callbacks):
-                    continue
+                if m.machine.assignment:
+                    continue  # until its lost callback completes
                 self.zombies.discard(m.name)
             for tp in m.machine.assignment:
                 assert tp not in seen, f"{tp} owned by {seen[tp]} and {m.name} at t={self.now}"
