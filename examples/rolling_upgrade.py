@@ -49,7 +49,7 @@ from typing import Any, Protocol, TextIO
 from aiogroup.assignors.base import RebalanceProtocol
 from aiogroup.assignors.registry import get_assignor
 from aiogroup.client import GroupMember
-from aiogroup.errors import AiogroupError
+from aiogroup.errors import AiogroupError, ConfigurationError
 from aiogroup.membership import MemberState
 from aiogroup.membership.selection import select_protocol
 from aiogroup.protocol.types import TopicPartition, group_by_topic
@@ -67,6 +67,7 @@ __all__ = [
     "GroupProbe",
     "GroupSnapshot",
     "OwnershipLedger",
+    "UpgradeAborted",
     "UpgradeReport",
     "expected_group_protocols",
     "main",
@@ -538,7 +539,7 @@ class _Run:
             )
             raise UpgradeAborted(
                 f"the group did not converge within {self.step_timeout:g}s ({detail}; "
-                f"broker: {last})"
+                f"broker: {last or 'not read, the members never agreed'})"
             ) from None
 
     async def checkpoint(
@@ -671,9 +672,9 @@ async def rolling_upgrade(
     that problem recorded. Every member is closed on return.
     """
     if direction not in PLANS:
-        raise ValueError(f"direction must be 'up' or 'down', not {direction!r}")
+        raise ConfigurationError(f"direction must be 'up' or 'down', not {direction!r}")
     if members < 2:
-        raise ValueError("a rolling upgrade needs at least 2 members")
+        raise ConfigurationError("a rolling upgrade needs at least 2 members")
     plan = PLANS[direction]
     names = [f"member-{i}" for i in range(1, members + 1)]
     group = group_id or f"rolling-{direction}-{os.getpid()}-{uuid.uuid4().hex[:6]}"

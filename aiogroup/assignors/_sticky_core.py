@@ -374,7 +374,7 @@ def balance(
         key = tuple(c.topics)
         subs = seen_subs.get(key)
         if subs is None:
-            subs = seen_subs[key] = frozenset(key) & counts.keys()
+            subs = seen_subs[key] = frozenset(key).intersection(counts)
         subscribed.append(subs)
     owned: list[list[int]] = []
     claimed_lists: list[list[int]] = []
@@ -714,8 +714,13 @@ def _general(
         changed = False
         # Never decreases (a move only raises the receiver), so a stale value is a safe bound.
         floor_load = min((load[i] for i in range(members) if topics_of[i]), default=0)
-        for a in sorted(range(members), key=lambda i: (-load[i], i)):
-            while load[a] - 2 >= floor_load:
+        order = sorted(range(members), key=lambda i: (-load[i], i))
+        for pos, a in enumerate(order):
+            # A member gives only down to the next one's load this pass, so the heaviest give
+            # first and a single donor is not drained (which would make others refill it: many
+            # needless moves when a member joins).
+            cap = load[order[pos + 1]] if pos + 1 < members else 0
+            while load[a] - 2 >= floor_load and load[a] >= cap:
                 la = load[a]
                 # (owned flag, load of b, topic): newly given partitions move first.
                 best: tuple[int, int, int] | None = None
@@ -749,7 +754,7 @@ def _general(
                         if g in os_a:
                             break
                         fresh += 1
-                move(a, best_b, k, min(fresh, (la - lb) // 2))
+                move(a, best_b, k, min(fresh, (la - lb) // 2, max(1, la - cap + 1)))
 
     kept: list[list[int]] = []
     added: list[list[int]] = []

@@ -138,7 +138,7 @@ def decode_subscription(data: Buffer, *, max_version: int = SUBSCRIPTION_VERSION
     Raises :class:`~aiogroup.errors.TruncatedError` or
     :class:`~aiogroup.errors.InvalidFieldError` for malformed bytes.
     """
-    buf = as_bytes(data)
+    buf = data if type(data) is bytes else bytes(data)  # as_bytes(data), without the call
     sub = _scan_subscription(buf, max_version)
     return _decode_subscription_carefully(buf, max_version) if sub is None else sub
 

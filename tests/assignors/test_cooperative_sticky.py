@@ -220,3 +220,21 @@ def test_empty_inputs() -> None:
     assert a.assign({"t": 3}, {}) == {}
     assert parts(a.assign({}, {"m": sub(["t"])})) == {"m": {}}
     assert parts(a.assign({"t": 0}, {"m": sub(["t"])})) == {"m": {}}
+
+
+def test_unequal_join_moves_only_to_the_newcomers() -> None:
+    """Unequal subscriptions (every other member on half the topics), balanced; two members
+    join. Every partition that moves goes to a newcomer: no donor is drained and refilled."""
+    ppt = {f"t{i:02d}": 10 for i in range(20)}
+    names = sorted(ppt)
+    topics = {f"m{i:02d}": names if i % 2 else names[:10] for i in range(20)}
+    first = CooperativeStickyAssignor().assign(ppt, {m: sub(ts) for m, ts in topics.items()})
+    subs = {m: sub(ts, first[m].partitions, 1) for m, ts in topics.items()}
+    subs["new1"] = sub(names)
+    subs["new2"] = sub(names[10:])
+    plan = balance(ppt, [MemberClaim(m, s.topics, s.owned_partitions, 1) for m, s in subs.items()])
+    intended = {m: Assignment(p) for m, p in plan.assignments().items()}
+    check_balanced(ppt, subs, intended)
+    newcomers = sum(len(ps) for m in ("new1", "new2") for ps in intended[m].partitions.values())
+    assert newcomers > 0
+    assert plan.moved() == newcomers

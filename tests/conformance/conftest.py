@@ -119,6 +119,8 @@ class Peer:
             while not predicate(self):
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    if os.environ.get("PEER_TRACEBACKS") and self.proc.poll() is None:
+                        self.proc.send_signal(signal.SIGUSR1)
                     view = self.handle.embedded.group(self.group) if self.handle.embedded else None
                     raise AssertionError(
                         f"{self.name}: timed out waiting for {what}: {self.events}; group {view}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import queue
 import sys
 import threading
@@ -166,6 +167,12 @@ def main() -> None:
     parser.add_argument("--session-ms", type=int, default=6000)
     parser.add_argument("--heartbeat-ms", type=int, default=1000)
     args = parser.parse_args()
+    if os.environ.get("PEER_TRACEBACKS"):
+        import faulthandler
+        import signal
+
+        trace = open(f"{os.environ['PEER_TRACEBACKS']}/{args.name}-{os.getpid()}.txt", "w")  # noqa: SIM115
+        faulthandler.register(signal.SIGUSR1, file=trace, all_threads=True)
     commands: queue.Queue[str] = queue.Queue()
     threading.Thread(target=read_commands, args=(commands,), daemon=True).start()
     if args.kind == "confluent":

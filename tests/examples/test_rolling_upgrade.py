@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 from collections import defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from aiogroup.assignors.base import RebalanceProtocol
+from aiogroup.errors import ConfigurationError
 from aiogroup.protocol.types import TopicPartition
 from aiogroup.testing.broker import EmbeddedBroker, ThreadedBroker
 from examples import rolling_upgrade as ru
@@ -209,16 +212,20 @@ async def test_a_step_that_never_converges_aborts_the_run() -> None:
     assert "✗" in out.getvalue()
 
 
-def test_cli_on_a_broker_given_by_address() -> None:
+def test_cli_on_a_broker_given_by_address(tmp_path: Path) -> None:
     # --broker HOST:PORT takes the protocol from DescribeGroups instead of the coordinator.
+    argv = ["--members", "2", "--topic", "t:3", "--no-color", "--telemetry", str(tmp_path)]
     with ThreadedBroker() as broker, pytest.MonkeyPatch.context() as mp:
         out = io.StringIO()
         mp.setattr("sys.stdout", out)
-        code = ru.main(
-            ["--broker", broker.bootstrap, "--members", "2", "--topic", "t:3", "--no-color"]
-        )
+        code = ru.main(["--broker", broker.bootstrap, *argv])
     assert code == 0, out.getvalue()
     assert "every invariant held" in out.getvalue()
+    # One recording per member name, across its restarts, with the callbacks it ran.
+    for name in ("member-1", "member-2"):
+        lines = [json.loads(line) for f in tmp_path.glob(f"{name}.*.jsonl") for line in f.open()]
+        assert {e["member"] for e in lines} == {name}
+        assert {"joined", "partitions_assigned", "partitions_revoked"} <= {e["type"] for e in lines}
 
 
 _REAL_PROBE = ru.DescribeGroupsProbe
@@ -243,6 +250,13 @@ def test_cli_exits_non_zero_when_an_invariant_breaks(monkeypatch: pytest.MonkeyP
     text = out.getvalue()
     assert "the broker chose roundrobin, Kafka's vote gives range" in text
     assert "every invariant held" not in text
+
+
+async def test_the_function_rejects_bad_arguments() -> None:
+    with pytest.raises(ConfigurationError, match="direction"):
+        await ru.rolling_upgrade("127.0.0.1:9", direction="sideways")
+    with pytest.raises(ConfigurationError, match="at least 2"):
+        await ru.rolling_upgrade("127.0.0.1:9", members=1)
 
 
 def test_cli_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
