@@ -5,6 +5,8 @@ Shapes (pick with ``--shapes``; default: all):
 - ``big``: 1M partitions (500 topics x 2,000) x 2,000 members, uniform: fresh, and one member
   leaving (the previous balanced assignment as owned partitions, one member removed). aiogroup
   only: the Python peers cannot run this shape.
+
+Every shape also times one member joining (aiogroup only), with partitions moved.
 - ``peers``: 10k partitions (100 topics x 100) x 100 and x 200 members, fresh and one leaving:
   aiogroup vs kafka-python 3's ``CooperativeStickyAssignor`` and aiokafka's sticky assignor.
 - ``unequal``: 100 members x 100 topics, random subscriptions and partition counts (seeded):
@@ -263,6 +265,23 @@ def run_case(
         print(
             f"             {name:32s} {t * 1000:8.1f} ms cpu -> aiogroup {t / t_leave:6.1f}x faster"
         )
+
+    # One member joins (subscribed like the first member); stickiness: only the newcomer
+    # should receive partitions. Partitions withheld this round are counted as moved.
+    joined = dict(topics)
+    joined["zz-newcomer"] = topics[sorted(topics)[0]]
+    subs3 = ours_owned(topics, fresh, 1)
+    subs3["zz-newcomer"] = Subscription(joined["zz-newcomer"], version=3)
+    joiner = CooperativeStickyAssignor()
+    t_join, _ = best_of(repeat, lambda: joiner.assign(ppt, subs3))
+    shown = ms(t_join)
+    moved = joiner.last_moved
+    if uniform:
+        owned = [sum(map(len, fresh[m].partitions.values())) for m in topics] + [0]
+        what = f"moved {moved} (minimum {min_moves_uniform(total, owned)})"
+    else:
+        what = f"moved {moved}"
+    print(f"  one joins  aiogroup {shown}  {what}, withheld {joiner.last_withheld}")
 
     eager = StickyAssignor()
     eager_subs = {

@@ -28,7 +28,9 @@ Definitions (documented for users in ``docs/readme/analytics.md``):
   to the members holding most). Holdings before g are the owners of the latest assignments before
   g; eager revocations do not release holdings (the assignor still sees the previous owner),
   cooperative revocations do (the partitions are free for the next round), except a member's
-  revocation in its last generation (leaving). Assumes all members subscribe to the same topics.
+  revocation in its last generation (leaving). A member counts as present in every generation
+  from its first to its last observed one (peers run no callback in rounds that change nothing
+  for them). Assumes all members subscribe to the same topics.
 """
 
 from __future__ import annotations

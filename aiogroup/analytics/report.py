@@ -12,6 +12,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -194,7 +195,7 @@ def _nice_ticks(lo: float, hi: float, n: int = 6) -> list[float]:
     return ticks
 
 
-def _gantt_svg(d: AuditData, width: int = 900) -> str:
+def _gantt_svg(d: AuditData, width: int = 640) -> str:
     g = d.gantt
     if g is None or len(g) == 0:
         return "<p class='muted'>No ownership intervals in the chosen range.</p>"
@@ -204,8 +205,8 @@ def _gantt_svg(d: AuditData, width: int = 900) -> str:
     t0 = float(g["start"].min())
     t1 = float(g["end"].max())
     span = max(t1 - t0, 1e-9)
-    left, right, top, row = 70, 20, 24, 16
-    height = top + row * len(parts) + 40
+    left, right, top, row = 44, 14, 8, 20
+    height = top + row * len(parts) + 22
     plot_w = width - left - right
 
     def x(t: float) -> float:
@@ -248,6 +249,8 @@ def _gantt_svg(d: AuditData, width: int = 900) -> str:
                        f"height='{row}' fill='none' stroke='{stroke}' stroke-width='2'>"
                        f"<title>overlap {_fmt_s(r.duration_s)}</title></rect>")
     out.append("</svg>")
+    when = datetime.fromtimestamp(t0, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    out.append(f"<div class='muted small'>0 s = {when}; hover a bar for details</div>")
     legend = "".join(
         f"<span class='key'><i style='background:{colour[m]}'></i>{_e(m)}</span>"
         for m in members[:40]
@@ -261,12 +264,13 @@ def _bars_svg(
     series: Sequence[tuple[str, Sequence[float], str]],
     *,
     y_label: str,
-    width: int = 440,
-    height: int = 220,
+    width: int = 640,
+    height: int = 170,
+    max_labels: int = 16,
 ) -> str:
     if not labels:
         return "<p class='muted'>Nothing to show.</p>"
-    left, right, top, bottom = 56, 10, 12, 36
+    left, right, top, bottom = 56, 10, 10, 22
     plot_w, plot_h = width - left - right, height - top - bottom
     vmax = max((max(v) if len(v) else 0.0) for _, v, _ in series) or 1.0
     ticks = _nice_ticks(0.0, vmax, 4)
@@ -280,7 +284,7 @@ def _bars_svg(
         out.append(f"<line x1='{left}' x2='{width - right}' y1='{ty:.1f}' y2='{ty:.1f}' "
                    f"stroke='#e5e5e5'/><text x='{left - 4}' y='{ty + 4:.1f}' text-anchor='end' "
                    f"class='ax'>{tick:g}</text>")
-    step = max(1, math.ceil(n / 12))
+    step = max(1, math.ceil(n / max_labels))
     for i, lab in enumerate(labels):
         for j, (name, values, col) in enumerate(series):
             v = float(values[i])
@@ -290,7 +294,7 @@ def _bars_svg(
                        f"height='{h:.1f}' fill='{col}'><title>{_e(name)} {_e(lab)}: {v:g}"
                        f"</title></rect>")
         if i % step == 0:
-            out.append(f"<text x='{left + (i + 0.5) * slot:.1f}' y='{height - bottom + 14}' "
+            out.append(f"<text x='{left + (i + 0.5) * slot:.1f}' y='{height - bottom + 15}' "
                        f"text-anchor='middle' class='ax'>{_e(lab)}</text>")
     out.append(f"<text x='12' y='{top + plot_h / 2:.0f}' class='ax' "
                f"transform='rotate(-90 12 {top + plot_h / 2:.0f})' text-anchor='middle'>"
@@ -328,22 +332,28 @@ def _latency_charts(d: AuditData) -> str:
     h = d.tables["latency_histogram"]
     if not len(h):
         return "<p class='muted'>No latency events.</p>"
-    out = []
     colours = {"rebalance": "#4e79a7", "assigned": "#59a14f", "revoked": "#f28e2b",
                "lost": "#e15759"}
+    names = {"rebalance": "rebalance", "assigned": "assigned callback",
+             "revoked": "revoked callback", "lost": "lost callback"}
+    lo, hi = int(h["bucket"].min()), int(h["bucket"].max())
+    buckets = list(range(lo, hi + 1))
+    floor = -12  # the audit puts everything at or below 1 ms in bucket -12
+
+    def label(b: int) -> str:
+        return "≤1 ms" if b <= floor else f"{_fmt_s(10 ** (b / 4))}"
+
+    series = []
     for metric in ("rebalance", "assigned", "revoked", "lost"):
-        sel = h[h["metric"] == metric].groupby("bucket", as_index=False)["count"].sum()
-        if not len(sel):
-            continue
-        lo, hi = int(sel["bucket"].min()), int(sel["bucket"].max())
-        counts = dict(zip(sel["bucket"].astype(int), sel["count"], strict=True))
-        buckets = list(range(lo, hi + 1))
-        labels = [_fmt_s(10 ** (b / 4)) for b in buckets]
-        title = "rebalance latency" if metric == "rebalance" else f"{metric} callback duration"
-        out.append(f"<h3>{_e(title)}</h3>")
-        out.append(_bars_svg(labels, [(metric, [float(counts.get(b, 0)) for b in buckets],
-                                       colours[metric])], y_label="count", height=180))
-    return "".join(out)
+        sel = h[h["metric"] == metric].groupby("bucket")["count"].sum()
+        if len(sel):
+            counts = {int(k): float(v) for k, v in sel.items()}
+            series.append((names[metric], [counts.get(b, 0.0) for b in buckets],
+                           colours[metric]))
+    chart = _bars_svg([label(b) for b in buckets], series, y_label="count", height=190,
+                      max_labels=8)
+    return ("<h3>Latency distribution (quarter-decade buckets; bar = bucket start)</h3>"
+            + chart)
 
 
 def _table(df: Any, columns: Sequence[str], *, limit: int = 50) -> str:
@@ -364,7 +374,12 @@ def _table(df: Any, columns: Sequence[str], *, limit: int = 50) -> str:
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = (f"<p class='muted'>{len(df) - limit} more rows in Parquet.</p>"
             if len(df) > limit else "")
-    return f"<table><tr>{head}</tr>{''.join(rows)}</table>{more}"
+    return f"<div class='scroll'><table><tr>{head}</tr>{''.join(rows)}</table></div>{more}"
+
+
+def _short_path(path: Any) -> str:
+    text = str(path)
+    return text if len(text) <= 60 else "…" + text[-59:]
 
 
 def _column(d: AuditData) -> str:
@@ -395,10 +410,10 @@ def _column(d: AuditData) -> str:
   {_table(lat, ["client", "metric", "count", "p50_s", "p90_s", "p99_s", "max_s"])}
   <h3>Members</h3>
   {_table(members, ["member", "client", "generations", "rebalances", "intervals",
-                    "open_intervals", "owned_partition_s", "lost_events", "callback_errors",
-                    "closed"])}
+                    "open_intervals", "owned_partition_s", "lost_events", "closed"])}
   <h3>Input</h3>
-  {_table(quality, ["source_file", "status", "lines"])}
+  {_table(quality.assign(source_file=quality["source_file"].map(_short_path))
+          if len(quality) else quality, ["source_file", "status", "lines"])}
 </section>"""
 
 
@@ -410,12 +425,13 @@ h3{font-size:14px;margin:18px 0 6px;color:#444}
 .cards{display:flex;flex-wrap:wrap;gap:8px}
 .card{background:#f3f6fa;border-radius:6px;padding:6px 10px;min-width:120px}
 .card b{display:block;font-size:16px} .card span{font-size:11px;color:#666}
-.card.bad{background:#fde2e2} .muted{color:#888}
-.ax{font-size:10px;fill:#555}
+.card.bad{background:#fde2e2} .muted{color:#888} .small{font-size:11px}
+.ax{font-size:11px;fill:#555}
 .legend{font-size:11px;margin:4px 0} .key{margin-right:10px;white-space:nowrap}
 .key i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:-1px}
 table{border-collapse:collapse;font-size:12px;margin:4px 0}
-td,th{border-bottom:1px solid #eee;padding:2px 8px;text-align:left}
+td,th{border-bottom:1px solid #eee;padding:2px 8px;text-align:left;white-space:nowrap}
+.scroll{overflow-x:auto;max-width:100%} section{min-width:0}
 th{background:#fafafa}
 """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,9 @@ def build_session(
     """
     find_java()
     try:
-        from pyspark.sql import SparkSession
+        with warnings.catch_warnings():  # "PySpark does not yet fully support pandas >= 3"
+            warnings.simplefilter("ignore", FutureWarning)
+            from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - the analytics extra is missing
         raise AnalyticsError("the audit needs PySpark: pip install 'aiogroup[analytics]'") from exc
 
@@ -96,7 +99,9 @@ def build_session(
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
 

@@ -475,7 +475,10 @@ def _general(
     hinted: Mapping[int, int],
 ) -> tuple[list[list[int]], list[list[int]]]:
     """Unequal subscriptions: keep, fill the least loaded eligible member, then rebalance until
-    no partition could move to an eligible member with 2+ fewer partitions."""
+    no partition could move to an eligible member with 2+ fewer partitions.
+
+    ``hinted`` maps a partition id to the member index a previous plan meant it for; free
+    partitions go there first when that member subscribes to the topic."""
     members = len(owned)
     ntopics = len(layout.topics)
     subs: list[list[int]] = [[] for _ in range(ntopics)]

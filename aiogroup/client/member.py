@@ -210,7 +210,7 @@ class GroupMember:
         self._commit_futures: dict[int, asyncio.Future[None]] = {}
         self._callbacks: dict[int, act.InvokeCallbacks] = {}
         self._outcomes: list[RebalanceOutcome] = []
-        self._changed = asyncio.Event()
+        self._changed: asyncio.Future[bool] | None = None
         self._pending_errors: list[AiogroupError] = []
         self._fatal: AiogroupError | None = None
         self._closed = False
@@ -778,26 +778,34 @@ class GroupMember:
         self._raise_pending()
         await self._submit(lambda now: self._machine.handle(event, now))
 
+    def _change_future(self) -> asyncio.Future[bool]:
+        # One future per "next change", shared by every waiter; each waiter gets its own
+        # shield so that cancelling one waiter never cancels the others.
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+        return self._changed
+
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        future, self._changed = self._changed, None
+        if future is not None and not future.done():
+            future.set_result(True)
 
     async def _wait_change(self) -> None:
-        await self._changed.wait()
+        await asyncio.shield(self._change_future())
 
     def changed(self) -> Awaitable[bool]:
         """An awaitable that completes at the next observable change (a state, an outcome, an
-        error, closing). Take it *before* checking your condition, then await it."""
-        return self._changed.wait()
+        error, closing). Take it *before* checking your condition, then await it; dropping it
+        unawaited is harmless."""
+        return asyncio.shield(self._change_future())
 
     async def _wait_state(self, states: set[MemberState], first: Awaitable[None]) -> None:
         await first
         while self._machine.state not in states:
             if self._owner is None or self._owner.done():
                 return
-            changed = self._changed
-            waiter = asyncio.ensure_future(changed.wait())
-            owner = self._owner
+            waiter: asyncio.Future[Any] = asyncio.shield(self._change_future())
+            owner: asyncio.Future[Any] = self._owner
             try:
                 await asyncio.wait({waiter, owner}, return_when=asyncio.FIRST_COMPLETED)
             finally:

@@ -27,9 +27,9 @@ count is checked against the bytes left *before* anything is allocated.
 
 The fast path keeps a few bounded caches, all keyed by values that fully determine the result
 (so a hit gives exactly what parsing or encoding would): compiled ``struct`` formats (bound
-methods) per partition count and topic-name length, one shared ``str`` per topic name, the
-encoded header of each topic with its most used partition counts, and the last topics array
-read and written (members of a group nearly always subscribe to the same topics).
+methods) per partition count and topic-name length, one shared ``str`` per topic name (and
+rack id), the encoded header of each topic with its most used partition counts, and the last
+topics array read and written (members of a group nearly always subscribe to the same topics).
 """
 
 from __future__ import annotations
@@ -175,8 +175,9 @@ class _TopicHeaders(dict[str, _CountedHeaders]):
         return headers
 
 
-# Topic names are few and repeat in every member's payload: decoding shares one str per name
-# (a 1M-partition group would otherwise hold a million copies), encoding reuses its header.
+# Topic names (and rack ids) are few and repeat in every member's payload: decoding shares one
+# str per name (a 1M-partition group would otherwise hold a million copies), encoding reuses
+# its header.
 # At most _CACHE_LIMIT names of at most _MAX_CACHED_NAME bytes: about 2 MB at worst for the
 # names, about 10 MB for the headers (with _COUNTS_PER_TOPIC counts each).
 _TOPIC_NAMES = _TopicNames()

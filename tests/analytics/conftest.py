@@ -17,6 +17,6 @@ def spark() -> Iterator[Any]:
         find_java()
     except AnalyticsError as exc:
         pytest.skip(str(exc))
-    session = build_session("local[2]", shuffle_partitions=4, log_level="ERROR")
+    session = build_session("local[2]", shuffle_partitions=1, log_level="ERROR")
     yield session
     session.stop()

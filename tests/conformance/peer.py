@@ -99,6 +99,12 @@ def run_kafka_python(args: argparse.Namespace, commands: queue.Queue[str]) -> No
         def on_partitions_assigned(self, assigned: Any) -> None:
             pass
 
+    # Know the topic before the first JoinGroup. Otherwise kafka-python 3 (3.0.12) may join with
+    # no metadata, get an empty assignment, rejoin once the metadata arrives, and sometimes hang
+    # after that rejoin: every request was answered, but its own threads were stuck.
+    for _ in range(100):
+        if consumer.partitions_for_topic(args.topic):
+            break
     consumer.subscribe([args.topic], listener=Listener())
     loop(consumer, commands, [], confluent=False)
 

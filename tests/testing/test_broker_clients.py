@@ -214,3 +214,60 @@ def test_runs_as_a_module() -> None:
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+async def test_aiokafka_group_consumers_split_and_commit() -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    from aiogroup.testing.coordinator import CoordinatorConfig
+
+    config = CoordinatorConfig(initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
+    async with EmbeddedBroker(topics={"t": 4}, coordinator_config=config) as broker:
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+        await producer.start()
+        try:
+            for i in range(8):
+                await producer.send_and_wait("t", b"x", partition=i % 4)
+        finally:
+            await producer.stop()
+        consumers = [
+            AIOKafkaConsumer(
+                "t",
+                bootstrap_servers=broker.bootstrap,
+                group_id="ag",
+                auto_offset_reset="earliest",
+                heartbeat_interval_ms=200,
+                session_timeout_ms=6000,
+            )
+            for _ in range(2)
+        ]
+        for c in consumers:
+            await c.start()
+        try:
+            await broker.wait_for_group(
+                "ag",
+                lambda v: (
+                    v is not None
+                    and v.state == "Stable"
+                    and len(v.members) == 2
+                    and all(m.assignment for m in v.members)
+                ),
+                timeout=30,
+            )
+            read = 0
+            async with asyncio.timeout(30):
+                while read < 8:
+                    for c in consumers:
+                        batches = await c.getmany(timeout_ms=100)
+                        read += sum(len(b) for b in batches.values())
+            owned = [sorted(tp.partition for tp in c.assignment()) for c in consumers]
+            assert sorted(owned[0] + owned[1]) == [0, 1, 2, 3] and all(owned)
+            for c in consumers:
+                await c.commit()
+            committed = [await consumers[0].committed(TopicPartition("t", p)) for p in range(4)]
+            assert committed == [2, 2, 2, 2]
+        finally:
+            for c in consumers:
+                await c.stop()
+        view = broker.group("ag")
+        assert view is not None and view.state == "Empty"  # both left on stop()

@@ -149,3 +149,26 @@ async def test_decode_request_never_leaks_low_level_errors() -> None:
     for cut in range(len(frame)):
         with contextlib.suppress(_wire.MalformedRequestError):
             _wire.decode_request(frame[:cut])
+
+
+async def test_metadata_auto_creation_rules() -> None:
+    async with (
+        EmbeddedBroker(auto_create_topics=False, num_partitions=3) as off,
+        RawClient(off.bootstrap) as client,
+    ):
+        meta = await client.request("Metadata", 12, {"topics": [{"name": "x"}]})
+        assert meta.topics[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    async with EmbeddedBroker(num_partitions=3) as on, RawClient(on.bootstrap) as client:
+        refused = await client.request(
+            "Metadata", 12, {"topics": [{"name": "x"}], "allow_auto_topic_creation": False}
+        )
+        assert refused.topics[0].error_code == 3
+        bad = await client.request("Metadata", 12, {"topics": [{"name": "bad name!"}]})
+        assert bad.topics[0].error_code == 17  # INVALID_TOPIC_EXCEPTION
+        made = await client.request("Metadata", 12, {"topics": [{"name": "x"}]})
+        assert made.topics[0].error_code == 0 and len(made.topics[0].partitions) == 3
+        assert made.topics[0].topic_id == on.log.topics["x"].topic_id
+        everything = await client.request("Metadata", 0, {"topics": []})  # v0: [] means all
+        assert [t.name for t in everything.topics] == ["x"]
+        none = await client.request("Metadata", 1, {"topics": []})  # v1+: [] means none
+        assert none.topics == []
