@@ -126,6 +126,13 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, stop: threading.Ev
             protocol="cooperative-sticky",
             group_id=args.group,
         )
+    # Know the topics before the first JoinGroup: kafka-python 3.0.12 may otherwise join with no
+    # metadata, get an empty assignment, rejoin, and sometimes hang after that rejoin (seen in
+    # the conformance suite; the broker had answered every request). Bounded.
+    for topic in args.topics:
+        for _ in range(100):
+            if consumer.partitions_for_topic(topic):
+                break
     consumer.subscribe(args.topics, listener=listener)
     rec.write("started")
     while not stop.is_set():
