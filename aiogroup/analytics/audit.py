@@ -584,11 +584,14 @@ def run_audit(
     """Build every result DataFrame (lazily; the caller writes or collects them)."""
     classified = classify(read_events(spark, paths)).cache()
     events = _events(classified)
-    # Everything per partition shares one hash partitioning: the window and aggregation steps
-    # below then need no further shuffle of the big tables.
-    rows = _partition_rows(events).repartition("group", "topic", "partition")
+    # Shuffle events (compact: partitions as arrays) by member and pair them per (member,
+    # partition) where they land; then shuffle the intervals once by partition, which every
+    # later window and aggregation shares without further exchanges of the big tables.
+    rows = _partition_rows(events.repartition("group", "member"))
     member_ends = _member_ends(events).cache()
-    intervals = _intervals(rows, member_ends).cache()
+    intervals = (
+        _intervals(rows, member_ends).repartition("group", "topic", "partition").cache()
+    )
     segments = _segments(intervals).cache()
     unowned_partition, unowned_generation = _unowned(segments, intervals)
     result = AuditResult(label=label, tolerance_s=tolerance_s)

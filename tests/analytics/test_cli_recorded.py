@@ -39,6 +39,7 @@ def test_bad_partition_range(tmp_path: Path) -> None:
 def audited(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("cli") / "out"
     code = main([str(COOPERATIVE), "--compare", str(EAGER), "--out", str(out),
+                 "--shuffle-partitions", "1",
                  "--label", "cooperative-sticky (librdkafka)",
                  "--compare-label", "range (kafka-python)", "--fail-on-overlap", "--quiet"])
     assert code == 0  # --fail-on-overlap: any overlap beyond the tolerance would give 3

@@ -1,0 +1,41 @@
+"""Environment checks that run before any JVM starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aiogroup.analytics.cli import main
+from aiogroup.analytics.session import AnalyticsError, find_java, is_local_master
+from aiogroup.errors import ConfigurationError
+
+
+def test_missing_java_home_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    with pytest.raises(AnalyticsError, match="has no bin/java"):
+        find_java()
+
+
+def test_no_java_anywhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ConfigurationError, match="Spark needs Java"):
+        find_java()
+
+
+def test_cli_reports_missing_java(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = tmp_path / "e.jsonl"
+    events.write_text("{}\n")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    assert main([str(events), "--out", str(tmp_path / "out")]) == 2
+    assert "JAVA_HOME" in capsys.readouterr().err
+
+
+def test_local_master_detection() -> None:
+    assert is_local_master(None) and is_local_master("local[2]")
+    assert not is_local_master("spark://host:7077") and not is_local_master("yarn")
