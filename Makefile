@@ -4,7 +4,11 @@ test:
 	./scripts/test
 demo:
 	./scripts/demo
+# Benchmarks print ratios against peers measured in the same run (never timed tests).
 bench:
-	.venv/bin/python bench/run_all.py
+	.venv/bin/python bench/bench_codec.py
+	.venv/bin/python bench/bench_assignors.py
+	.venv/bin/python bench/bench_embedded_join.py
+	.venv/bin/python bench/bench_audit.py
 clean:
 	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache .hypothesis

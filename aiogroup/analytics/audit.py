@@ -180,6 +180,7 @@ def _partition_rows(events: DataFrame) -> DataFrame:
         )
         .select("*", F.explode("parts").alias("partition"))
         .drop("parts")
+        .where(F.col("partition").isNotNull() & F.col("topic").isNotNull())
     )
     kind = F.regexp_replace(F.col("type"), "^partitions_", "")
     is_assign = kind == "assigned"

@@ -432,6 +432,7 @@ h3{font-size:14px;margin:18px 0 6px;color:#444}
 table{border-collapse:collapse;font-size:12px;margin:4px 0}
 td,th{border-bottom:1px solid #eee;padding:2px 8px;text-align:left;white-space:nowrap}
 .scroll{overflow-x:auto;max-width:100%} section{min-width:0}
+section svg{max-width:780px;display:block}
 th{background:#fafafa}
 """
 
