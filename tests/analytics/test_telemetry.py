@@ -30,7 +30,7 @@ class FakeClock:
 
 
 def read_events(directory: Path) -> list[dict[str, Any]]:
-    events = []
+    events: list[dict[str, Any]] = []
     for path in sorted(directory.glob("*.jsonl")):
         events.extend(json.loads(line) for line in path.read_text().splitlines())
     return sorted(events, key=lambda e: e["seq"])

@@ -52,7 +52,7 @@ class Group:
             self.cond.notify_all()
 
     def wait_balanced(self, members: list[str], what: str) -> None:
-        """Until the given members own every partition between them, none empty, no others."""
+        """Until the given members own every partition between them, balanced, no others."""
 
         def done() -> bool:
             held = [self.owned.get(m, set()) for m in members]
@@ -61,7 +61,7 @@ class Group:
             return (
                 len(union) == PARTITIONS
                 and sum(len(s) for s in held) == PARTITIONS
-                and all(held)
+                and max(map(len, held)) - min(map(len, held)) <= 1  # rounds finished
                 and not others
             )
 
@@ -120,13 +120,18 @@ def confluent_member(
             while not stop.is_set():
                 msgs = consumer.consume(50, timeout=0.2)
                 recorder.observe(consumer)
-                _record_batch(telemetry, [(m.partition(), m.offset()) for m in msgs
-                                          if m.error() is None])
-                if msgs:
+                done = [
+                    (p, o)
+                    for m in msgs
+                    if m.error() is None
+                    and (p := m.partition()) is not None
+                    and (o := m.offset()) is not None
+                ]
+                _record_batch(telemetry, done)
+                if done:
                     consumer.commit(asynchronous=False)
                     telemetry.offsets_committed(
-                        {TopicPartition(TOPIC, m.partition()): m.offset() + 1 for m in msgs
-                         if m.error() is None},
+                        {TopicPartition(TOPIC, p): o + 1 for p, o in done},
                         telemetry.generation_id,
                     )
         finally:
@@ -198,7 +203,7 @@ def produce(bootstrap: str, n: int) -> None:
 
 
 def create_topic(bootstrap: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     futures = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
