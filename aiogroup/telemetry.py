@@ -36,7 +36,7 @@ from typing import Any
 
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
-from aiogroup.protocol.types import TopicPartition
+from aiogroup.protocol.types import TopicPartition, group_by_topic
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -63,16 +63,17 @@ def rebalance_protocol_of(protocol: str | None) -> str:
     return "eager"
 
 
+def _topic_partition(tp: Any) -> TopicPartition:
+    """Any peer's partition (a plain tuple, or an object with topic/partition) as ours."""
+    if isinstance(tp, tuple) and len(tp) >= 2 and not hasattr(tp, "topic"):
+        return TopicPartition(str(tp[0]), int(tp[1]))
+    return TopicPartition(str(tp.topic), int(tp.partition))
+
+
 def _grouped(partitions: Iterable[Any]) -> dict[str, list[int]]:
     """Partitions as ``{topic: [p, ...]}`` (sorted). Accepts anything with topic/partition."""
-    out: dict[str, set[int]] = {}
-    for tp in partitions:
-        if isinstance(tp, tuple) and len(tp) >= 2 and not hasattr(tp, "topic"):
-            topic, partition = tp[0], tp[1]
-        else:
-            topic, partition = tp.topic, tp.partition
-        out.setdefault(str(topic), set()).add(int(partition))
-    return {t: sorted(out[t]) for t in sorted(out)}
+    grouped = group_by_topic(_topic_partition(tp) for tp in partitions)
+    return {topic: list(ps) for topic, ps in grouped.items()}
 
 
 class JsonlTelemetry:

@@ -65,6 +65,12 @@ def ms(cpu: float) -> str:
     return f"{cpu * 1000:8.1f} ms cpu ({WALL['last'] * 1000:.0f} wall)"
 
 
+def print_peers(peers: Mapping[str, float], ours: float) -> None:
+    """One line per peer: its CPU time and how many times faster aiogroup was in this run."""
+    for name, t in peers.items():
+        print(f"             {name:32s} {t * 1000:8.1f} ms cpu -> aiogroup {t / ours:6.1f}x faster")
+
+
 def loads(result: Mapping[str, Assignment]) -> dict[str, int]:
     return {m: sum(map(len, a.partitions.values())) for m, a in result.items()}
 
@@ -234,10 +240,7 @@ def run_case(
         f"loads {lo}..{hi}  balance violations {bad}"
     )
     fresh_peers = run_peers(ppt, topics, None) if peers else {}
-    for name, t in fresh_peers.items():
-        print(
-            f"             {name:32s} {t * 1000:8.1f} ms cpu -> aiogroup {t / t_fresh:6.1f}x faster"
-        )
+    print_peers(fresh_peers, t_fresh)
 
     leaver = sorted(topics)[len(topics) // 2]
     rest = {m: ts for m, ts in topics.items() if m != leaver}
@@ -261,10 +264,7 @@ def run_case(
         f"{what}, withheld {withheld}, loads {lo}..{hi}, balance violations {bad}"
     )
     leave_peers = run_peers(ppt, rest, fresh) if peers else {}
-    for name, t in leave_peers.items():
-        print(
-            f"             {name:32s} {t * 1000:8.1f} ms cpu -> aiogroup {t / t_leave:6.1f}x faster"
-        )
+    print_peers(leave_peers, t_leave)
 
     # One member joins (subscribed like the first member); stickiness: only the newcomer
     # should receive partitions. Partitions withheld this round are counted as moved.

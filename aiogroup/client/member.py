@@ -34,6 +34,7 @@ from aiogroup.errors import (
     ConfigurationError,
     KafkaError,
     LocalProtocolError,
+    RebalanceInProgressError,
     error_for_code,
 )
 from aiogroup.listener import RebalanceListener, run_callbacks
@@ -462,7 +463,10 @@ class GroupMember:
             self._notify()
 
     def _note_event(self, event: ev.Event, now: float) -> None:
-        rebalancing = isinstance(event, ev.HeartbeatFailed) and event.error_code == 27
+        rebalancing = (
+            isinstance(event, ev.HeartbeatFailed)
+            and event.error_code == RebalanceInProgressError.code
+        )
         if isinstance(event, ev.HeartbeatCompleted | ev.SyncGroupCompleted) or rebalancing:
             self._last_contact = now
         elif isinstance(event, ev.JoinGroupCompleted):

@@ -46,11 +46,15 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from aiogroup.errors import (
     AiogroupError,
     ConfigurationError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
     LocalProtocolError,
+    NotCoordinatorError,
     RemoteProtocolError,
     RetriableError,
+    error_for_code,
 )
-from aiogroup.protocol.types import TopicPartition
+from aiogroup.protocol.types import TopicPartition, group_by_topic
 
 __all__ = [
     "API_VERSIONS",
@@ -80,7 +84,10 @@ API_VERSIONS: dict[str, tuple[int, int]] = {
 }
 
 #: Error codes meaning "the coordinator moved or is not ready": find it again, then retry.
-COORDINATOR_ERRORS = frozenset({14, 15, 16})  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR
+COORDINATOR_ERRORS = frozenset(
+    e.code
+    for e in (CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError)
+)
 
 
 class CoordinatorUnreachableError(RetriableError):
@@ -596,15 +603,13 @@ class Transport:
     async def offset_fetch(self, partitions: Sequence[TopicPartition]) -> OffsetFetchResult:
         """Fetch the committed offsets of ``partitions`` (require_stable on v7, KIP-447)."""
         group_id = self.group_id
-        by_topic: dict[str, list[int]] = {}
-        for tp in sorted(set(partitions)):
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        by_topic = group_by_topic(partitions)
 
         def build(version: int) -> Any:
             T = OffsetFetchRequest.OffsetFetchRequestTopic
             return OffsetFetchRequest(
                 group_id=group_id,
-                topics=[T(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+                topics=[T(name=t, partition_indexes=list(ps)) for t, ps in by_topic.items()],
                 require_stable=True,
             )
 
@@ -650,6 +655,4 @@ class Transport:
 
 
 def _retriable_or_fatal(code: int, api: str) -> AiogroupError:
-    from aiogroup.errors import error_for_code
-
     return error_for_code(code, f"{api} failed with error code {code}")

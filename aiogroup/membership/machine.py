@@ -18,12 +18,17 @@ from aiogroup.errors import (
     AiogroupError,
     CommitFailedError,
     ConfigurationError,
+    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
+    IllegalGenerationError,
     KafkaError,
     LocalProtocolError,
+    MemberIdRequiredError,
+    NotCoordinatorError,
     RebalanceInProgressError,
     RemoteProtocolError,
+    UnknownMemberIdError,
     error_for_code,
 )
 from aiogroup.membership import actions as act
@@ -62,16 +67,17 @@ log = logging.getLogger("aiogroup.membership")
 
 S = MemberState
 
-# Kafka error codes the machine reacts to (names as in Java's Errors enum).
+# Kafka error codes the machine reacts to (names as in Java's Errors enum), taken from the
+# registry in aiogroup.errors so the numbers are written down once.
 NONE = 0
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-ILLEGAL_GENERATION = 22
-UNKNOWN_MEMBER_ID = 25
-REBALANCE_IN_PROGRESS = 27
-MEMBER_ID_REQUIRED = 79
-FENCED_INSTANCE_ID = 82
+COORDINATOR_LOAD_IN_PROGRESS = CoordinatorLoadInProgressError.code
+COORDINATOR_NOT_AVAILABLE = CoordinatorNotAvailableError.code
+NOT_COORDINATOR = NotCoordinatorError.code
+ILLEGAL_GENERATION = IllegalGenerationError.code
+UNKNOWN_MEMBER_ID = UnknownMemberIdError.code
+REBALANCE_IN_PROGRESS = RebalanceInProgressError.code
+MEMBER_ID_REQUIRED = MemberIdRequiredError.code
+FENCED_INSTANCE_ID = FencedInstanceIdError.code
 
 _COORDINATOR_MOVED = frozenset({COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR})
 _REBALANCING = frozenset({S.JOINING, S.AWAITING_METADATA, S.AWAITING_SYNC})

@@ -72,6 +72,17 @@ _NULL_BYTES = pack_i32(-1)
 _NULL_STRING = pack_i16(-1)
 
 
+def _pack_user_data(user_data: object, out: list[bytes]) -> None:
+    """Fast path for nullable ``user_data``: plain bytes or None, else :class:`Slow`."""
+    if type(user_data) is bytes:
+        out.append(pack_i32(len(user_data)))
+        out.append(user_data)
+    elif user_data is None:
+        out.append(_NULL_BYTES)
+    else:
+        raise Slow
+
+
 def _check_encode_version(version: int, highest: int, what: str) -> None:
     if type(version) is not int or not 0 <= version <= highest:
         raise InvalidFieldError(
@@ -90,14 +101,7 @@ def encode_subscription(sub: Subscription, version: int = SUBSCRIPTION_VERSION) 
     out = [pack_i16(version)]
     try:
         pack_strings(sub.topics, out)
-        user_data = sub.user_data
-        if type(user_data) is bytes:
-            out.append(pack_i32(len(user_data)))
-            out.append(user_data)
-        elif user_data is None:
-            out.append(_NULL_BYTES)
-        else:
-            raise Slow
+        _pack_user_data(sub.user_data, out)
         if version >= 1:
             pack_topic_partitions(sub.owned_partitions, out)
             if version >= 2:
@@ -229,14 +233,7 @@ def encode_assignment(a: Assignment, version: int = ASSIGNMENT_VERSION) -> bytes
     out = [pack_i16(version)]
     try:
         pack_topic_partitions(a.partitions, out)
-        user_data = a.user_data
-        if type(user_data) is bytes:
-            out.append(pack_i32(len(user_data)))
-            out.append(user_data)
-        elif user_data is None:
-            out.append(_NULL_BYTES)
-        else:
-            raise Slow
+        _pack_user_data(a.user_data, out)
         return b"".join(out)
     except FAST_ENCODE_ERRORS:
         w = Writer()

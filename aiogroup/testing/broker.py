@@ -44,6 +44,7 @@ from aiogroup.testing import _wire
 from aiogroup.testing._log import CorruptRecordError, Log
 from aiogroup.testing.coordinator import (
     CoordinatorConfig,
+    ErrorCode,
     GroupCoordinator,
     GroupView,
     HeartbeatRequestData,
@@ -65,18 +66,6 @@ logger = logging.getLogger("aiogroup.testing.broker")
 
 T = TypeVar("T")
 Values = dict[str, Any]
-
-# Kafka error codes used by the data-plane handlers.
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-CORRUPT_MESSAGE = 2
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_TOPIC_EXCEPTION = 17
-UNSUPPORTED_VERSION = 35
-TOPIC_ALREADY_EXISTS = 36
-INVALID_PARTITIONS = 37
-INVALID_REQUEST = 42
-COORDINATOR_NOT_AVAILABLE = 15
 
 _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -367,7 +356,7 @@ class EmbeddedBroker:
                         exc.api_key,
                         0,
                         exc.correlation_id,
-                        self._api_versions_values(UNSUPPORTED_VERSION),
+                        self._api_versions_values(ErrorCode.UNSUPPORTED_VERSION),
                     )
                     continue
                 self._refuse(conn, str(exc))
@@ -577,7 +566,7 @@ class EmbeddedBroker:
         finally:
             self._rearm()
         error_code = resp.error_code
-        if req.api_version <= 2 and error_code == NONE and resp.members:
+        if req.api_version <= 2 and error_code == ErrorCode.NONE and resp.members:
             error_code = resp.members[0].error_code
         return {
             "error_code": error_code,
@@ -658,7 +647,7 @@ class EmbeddedBroker:
                 groups.append({"group_id": g.group_id, "topics": topics, "error_code": error_code})
             return {"groups": groups}
         error_code, topics = self._fetch_group_offsets(b.group_id, b.topics, stable)
-        if req.api_version == 1 and error_code != NONE:
+        if req.api_version == 1 and error_code != ErrorCode.NONE:
             # v1 has no top-level error: Kafka reports it on every partition.
             for t in topics:
                 for p in t["partitions"]:
@@ -697,7 +686,7 @@ class EmbeddedBroker:
         states = list(req.body.states_filter or []) if req.api_version >= 4 else []
         listed = self.coordinator.list_groups(states_filter=states or None)
         return {
-            "error_code": NONE,
+            "error_code": ErrorCode.NONE,
             "groups": [
                 {
                     "group_id": g.group_id,
@@ -723,15 +712,15 @@ class EmbeddedBroker:
         if req.api_version >= 4:
             return {
                 "coordinators": [
-                    {"key": key, **me, "error_code": NONE, "error_message": None}
+                    {"key": key, **me, "error_code": ErrorCode.NONE, "error_message": None}
                     for key in (req.body.coordinator_keys or [])
                 ]
             }
-        return {"error_code": NONE, "error_message": None, **me}
+        return {"error_code": ErrorCode.NONE, "error_message": None, **me}
 
     # --- cluster and topic APIs -------------------------------------------------------------
 
-    def _api_versions_values(self, error_code: int = NONE) -> Values:
+    def _api_versions_values(self, error_code: int = ErrorCode.NONE) -> Values:
         return {
             "error_code": error_code,
             "api_keys": [
@@ -744,24 +733,24 @@ class EmbeddedBroker:
     async def _api_versions(self, conn: _Connection, req: _wire.Request) -> Values:
         return self._api_versions_values()
 
-    def _topic_metadata(self, name: str, error_code: int = NONE) -> Values:
+    def _topic_metadata(self, name: str, error_code: int = ErrorCode.NONE) -> Values:
         topic = self.log.topics.get(name)
         if topic is None:
             return {
-                "error_code": error_code or UNKNOWN_TOPIC_OR_PARTITION,
+                "error_code": error_code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 "name": name,
                 "topic_id": None,
                 "is_internal": False,
                 "partitions": [],
             }
         return {
-            "error_code": NONE,
+            "error_code": ErrorCode.NONE,
             "name": name,
             "topic_id": topic.topic_id,
             "is_internal": False,
             "partitions": [
                 {
-                    "error_code": NONE,
+                    "error_code": ErrorCode.NONE,
                     "partition_index": i,
                     "leader_id": self.node_id,
                     "leader_epoch": p.leader_epoch,
@@ -786,7 +775,9 @@ class EmbeddedBroker:
         for name in names:
             if name not in self.log.topics:
                 if not _valid_topic_name(name):
-                    topics.append(self._topic_metadata(name or "", INVALID_TOPIC_EXCEPTION))
+                    topics.append(
+                        self._topic_metadata(name or "", ErrorCode.INVALID_TOPIC_EXCEPTION)
+                    )
                     continue
                 if self.auto_create_topics and allow_auto:
                     self.log.create_topic(name, self.num_partitions)
@@ -798,7 +789,7 @@ class EmbeddedBroker:
             "cluster_id": self.cluster_id,
             "controller_id": self.node_id,
             "topics": topics,
-            "error_code": NONE,
+            "error_code": ErrorCode.NONE,
         }
 
     async def _create_topics(self, conn: _Connection, req: _wire.Request) -> Values:
@@ -808,18 +799,27 @@ class EmbeddedBroker:
             count = t.num_partitions if t.num_partitions != -1 else self.num_partitions
             message: str | None = None
             if not _valid_topic_name(t.name):
-                error_code, message = INVALID_TOPIC_EXCEPTION, f"invalid topic name {t.name!r}"
+                error_code, message = (
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    f"invalid topic name {t.name!r}",
+                )
             elif t.name in self.log.topics:
-                error_code, message = TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
+                error_code, message = (
+                    ErrorCode.TOPIC_ALREADY_EXISTS,
+                    f"topic {t.name!r} already exists",
+                )
             elif t.assignments:
                 count = len(t.assignments)
-                error_code = NONE
+                error_code = ErrorCode.NONE
             elif count < 1:
-                error_code, message = INVALID_PARTITIONS, "number of partitions must be >= 1"
+                error_code, message = (
+                    ErrorCode.INVALID_PARTITIONS,
+                    "number of partitions must be >= 1",
+                )
             else:
-                error_code = NONE
+                error_code = ErrorCode.NONE
             topic_id = None
-            if error_code == NONE and not b.validate_only:
+            if error_code == ErrorCode.NONE and not b.validate_only:
                 topic_id = self.log.create_topic(t.name, count).topic_id
             results.append(
                 {
@@ -827,8 +827,8 @@ class EmbeddedBroker:
                     "topic_id": topic_id,
                     "error_code": error_code,
                     "error_message": message,
-                    "num_partitions": count if error_code == NONE else -1,
-                    "replication_factor": 1 if error_code == NONE else -1,
+                    "num_partitions": count if error_code == ErrorCode.NONE else -1,
+                    "replication_factor": 1 if error_code == ErrorCode.NONE else -1,
                     "configs": [],
                 }
             )
@@ -839,7 +839,10 @@ class EmbeddedBroker:
         for name in req.body.topic_names or []:
             found = self.log.delete_topic(name)
             responses.append(
-                {"name": name, "error_code": NONE if found else UNKNOWN_TOPIC_OR_PARTITION}
+                {
+                    "name": name,
+                    "error_code": ErrorCode.NONE if found else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                }
             )
         return {"responses": responses}
 
@@ -850,19 +853,23 @@ class EmbeddedBroker:
             topic = self.log.topics.get(t.name)
             message: str | None = None
             if topic is None:
-                error_code, message = UNKNOWN_TOPIC_OR_PARTITION, f"no topic {t.name!r}"
+                error_code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {t.name!r}"
             elif t.count <= len(topic.partitions):
-                error_code = INVALID_PARTITIONS
+                error_code = ErrorCode.INVALID_PARTITIONS
                 message = f"topic has {len(topic.partitions)} partitions; asked for {t.count}"
             else:
-                error_code = NONE
+                error_code = ErrorCode.NONE
                 if not b.validate_only:
                     self.log.add_partitions(t.name, t.count)
             results.append({"name": t.name, "error_code": error_code, "error_message": message})
         return {"results": results}
 
     async def _init_producer_id(self, conn: _Connection, req: _wire.Request) -> Values:
-        return {"error_code": NONE, "producer_id": next(self._producer_ids), "producer_epoch": 0}
+        return {
+            "error_code": ErrorCode.NONE,
+            "producer_id": next(self._producer_ids),
+            "producer_epoch": 0,
+        }
 
     # --- data plane -------------------------------------------------------------------------
 
@@ -874,17 +881,17 @@ class EmbeddedBroker:
             parts = []
             for p in t.partition_data or []:
                 log = self.log.partition(t.name, p.index)
-                base, error_code, message = -1, NONE, None
+                base, error_code, message = -1, ErrorCode.NONE, None
                 if log is None:
-                    error_code = UNKNOWN_TOPIC_OR_PARTITION
+                    error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif p.records is None:
-                    error_code, message = CORRUPT_MESSAGE, "null records"
+                    error_code, message = ErrorCode.CORRUPT_MESSAGE, "null records"
                 else:
                     try:
                         base = log.append(bytes(p.records), verify_crc=self.verify_crc)
                         appended = True
                     except (CorruptRecordError, TruncatedError) as exc:
-                        error_code, message = CORRUPT_MESSAGE, str(exc)[:200]
+                        error_code, message = ErrorCode.CORRUPT_MESSAGE, str(exc)[:200]
                 parts.append(
                     {
                         "index": p.index,
@@ -916,7 +923,7 @@ class EmbeddedBroker:
                 log = self.log.partition(t.topic, p.partition)
                 entry: Values = {
                     "partition_index": p.partition,
-                    "error_code": NONE,
+                    "error_code": ErrorCode.NONE,
                     "high_watermark": -1,
                     "last_stable_offset": -1,
                     "log_start_offset": -1,
@@ -925,7 +932,7 @@ class EmbeddedBroker:
                     "records": b"",
                 }
                 if log is None:
-                    entry["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
+                    entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     error = True
                 else:
                     entry.update(
@@ -934,7 +941,7 @@ class EmbeddedBroker:
                         log_start_offset=log.log_start_offset,
                     )
                     if not log.log_start_offset <= p.fetch_offset <= log.high_watermark:
-                        entry["error_code"] = OFFSET_OUT_OF_RANGE
+                        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                         error = True
                     elif remaining > 0:
                         limit = min(p.partition_max_bytes, remaining)
@@ -964,7 +971,12 @@ class EmbeddedBroker:
                     await asyncio.wait_for(event.wait(), wait)
             finally:
                 self._parked -= 1
-        return {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": topics}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.NONE,
+            "session_id": 0,
+            "responses": topics,
+        }
 
     async def _list_offsets(self, conn: _Connection, req: _wire.Request) -> Values:
         topics = []
@@ -976,7 +988,7 @@ class EmbeddedBroker:
                     parts.append(
                         {
                             "partition_index": p.partition_index,
-                            "error_code": UNKNOWN_TOPIC_OR_PARTITION,
+                            "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                         }
                     )
                     continue
@@ -984,7 +996,7 @@ class EmbeddedBroker:
                 parts.append(
                     {
                         "partition_index": p.partition_index,
-                        "error_code": NONE,
+                        "error_code": ErrorCode.NONE,
                         "timestamp": timestamp,
                         "offset": offset,
                         "leader_epoch": log.leader_epoch,

@@ -96,21 +96,27 @@ __all__ = [
 
 
 class ErrorCode(IntEnum):
-    """The Kafka error codes the coordinator answers with."""
+    """The Kafka error codes the embedded broker answers with (coordinator and data plane)."""
 
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
     UNKNOWN_TOPIC_OR_PARTITION = 3
     OFFSET_METADATA_TOO_LARGE = 12
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16
+    INVALID_TOPIC_EXCEPTION = 17
     ILLEGAL_GENERATION = 22
     INCONSISTENT_GROUP_PROTOCOL = 23
     INVALID_GROUP_ID = 24
     UNKNOWN_MEMBER_ID = 25
     INVALID_SESSION_TIMEOUT = 26
     REBALANCE_IN_PROGRESS = 27
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
     MEMBER_ID_REQUIRED = 79

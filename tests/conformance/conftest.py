@@ -25,7 +25,10 @@ from typing import Any
 
 import pytest
 
-from aiogroup.testing.fixtures import BrokerHandle, start_broker
+from aiogroup.testing.fixtures import BrokerHandle, kafka_broker
+
+# Re-exported so that pytest registers the package's ``kafka_broker`` fixture for this folder.
+__all__ = ["kafka_broker"]
 
 PEER = Path(__file__).with_name("peer.py")
 SESSION_MS = 6000
@@ -205,17 +208,10 @@ def raw(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-@pytest.fixture(
-    scope="module",
-    params=[
-        pytest.param("embedded", id="embedded"),
-        pytest.param("tansu", id="tansu", marks=pytest.mark.tansu),
-        pytest.param("kafka", id="kafka", marks=pytest.mark.docker),
-    ],
-)
-def handle(request: pytest.FixtureRequest) -> Iterator[BrokerHandle]:
-    with start_broker(request.param) as h:
-        yield h
+@pytest.fixture(scope="module")
+def handle(kafka_broker: BrokerHandle) -> BrokerHandle:
+    """The package's ``kafka_broker`` (one broker per kind, with its marks) under a short name."""
+    return kafka_broker
 
 
 Scenario = Callable[[BrokerHandle], None]

@@ -3,7 +3,6 @@ stay independent of one another, and nothing a peer sends can grow or poison a c
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import pytest
@@ -22,24 +21,13 @@ from aiogroup.protocol import (
 )
 from aiogroup.protocol import consumer as consumer_module
 
+from .wire import i16, i32, string
+
 INT32 = st.integers(-(2**31), 2**31 - 1)
 topic_names = st.text("abc.-_é", max_size=6)
 partitions_by_topic = st.dictionaries(
     topic_names, st.lists(st.integers(0, 9), max_size=6), max_size=4
 )
-
-
-def i16(v: int) -> bytes:
-    return struct.pack(">h", v)
-
-
-def i32(v: int) -> bytes:
-    return struct.pack(">i", v)
-
-
-def string(s: str) -> bytes:
-    raw = s.encode()
-    return i16(len(raw)) + raw
 
 
 def careful(data: bytes, max_version: int = 3) -> Subscription:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 
 import pytest
@@ -18,23 +17,7 @@ from aiogroup.protocol import (
     encode_subscription,
 )
 
-
-def i16(v: int) -> bytes:
-    return struct.pack(">h", v)
-
-
-def i32(v: int) -> bytes:
-    return struct.pack(">i", v)
-
-
-def string(s: str) -> bytes:
-    raw = s.encode()
-    return i16(len(raw)) + raw
-
-
-def int32s(values: list[int]) -> bytes:
-    return i32(len(values)) + b"".join(i32(v) for v in values)
-
+from .wire import i16, i32, int32s, string
 
 # A Subscription written field by field, independently of the codec.
 V0_FIELDS = i32(2) + string("a") + string("b") + i32(2) + b"ud"

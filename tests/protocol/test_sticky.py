@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 
 from aiogroup.errors import CodecError, InvalidFieldError, TruncatedError
@@ -15,13 +13,7 @@ from aiogroup.protocol import (
     generation_from_user_data,
 )
 
-
-def i16(v: int) -> bytes:
-    return struct.pack(">h", v)
-
-
-def i32(v: int) -> bytes:
-    return struct.pack(">i", v)
+from .wire import i16, i32
 
 
 def entry(topic: str, partitions: list[int]) -> bytes:
