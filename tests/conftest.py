@@ -16,9 +16,12 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     print_blob=True,
 )
+# CI gates a landing, so it explores the same examples on every run (each test's seed is derived
+# from its source): a failure there is reproducible, never a lucky draw. Local runs stay random
+# and keep exploring.
 settings.register_profile(
     "ci",
     parent=settings.get_profile("aiogroup"),
-    derandomize=False,
+    derandomize=True,
 )
 settings.load_profile("ci" if os.environ.get("CI") else "aiogroup")

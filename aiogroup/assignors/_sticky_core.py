@@ -28,6 +28,9 @@ Rules, with where they come from:
   owned partition the balancer looks for a chain of newly given partitions that fixes the same
   imbalance. That keeps the plan sticky and is what lets a cooperative group converge within
   two rebalances (KIP-429): the second round finds a balanced completion of what members kept.
+  Donors are taken heaviest first (a max-heap), and a final step takes back detours: cycles and
+  paths of moves with a negative net move count that keep the plan as balanced
+  (:func:`_undo_detours`).
 - Partitions handed out are ordered by partition, then topic (KAFKA-16277), so one member does
   not get a whole topic while another gets another topic.
 - Deterministic (KAFKA-12898): members and topics are sorted first, so input order is irrelevant.
@@ -39,7 +42,7 @@ import gc
 import heapq
 import logging
 from bisect import bisect_left
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -571,6 +574,10 @@ def _general(
     # recomputed, so a check costs O(topics held).
     least = [least_of(k) if s else -1 for k, s in enumerate(subs)]
 
+    # Owned partitions currently away from their owner: original owner, and holder.
+    origin: dict[int, int] = {}
+    holder: dict[int, int] = {}
+
     def move(src: int, dst: int, k: int, n: int) -> None:
         ids = held[src][k]
         moving = ids[len(ids) - n :]
@@ -585,6 +592,15 @@ def _general(
         os_src, os_dst = owned_sets[src], owned_sets[dst]
         fresh_count[src] -= sum(1 for g in moving if g not in os_src)
         fresh_count[dst] += sum(1 for g in moving if g not in os_dst)
+        for g in moving:
+            if g in os_dst:
+                origin.pop(g, None)
+                holder.pop(g, None)
+            elif g in os_src:
+                origin[g] = src
+                holder[g] = dst
+            elif g in holder:
+                holder[g] = dst
         for kd in topics_of[dst]:
             if least[kd] == dst:
                 least[kd] = -1
@@ -697,7 +713,10 @@ def _general(
 
     def lower_down(a: int) -> bool:
         """Hand one of ``a``'s newly given partitions to an eligible member with one fewer
-        (a sideways move, at most once per partition), instead of revoking an owned one."""
+        (a sideways move, at most once per partition), instead of revoking an owned one.
+
+        Only to a member that stays violation-free with it (``settled``): otherwise the
+        receiver would just revoke an owned partition in ``a``'s place, one move more."""
         la = load[a]
         for k, ids in held[a].items():
             g = ids[-1]
@@ -706,7 +725,7 @@ def _general(
             b = least[k]
             if b < 0:
                 b = least[k] = least_of(k)
-            if b != a and load[b] == la - 1:
+            if b != a and load[b] == la - 1 and settled(b, k):
                 swapped.add(g)
                 move(a, b, k, 1)
                 return True
@@ -717,14 +736,30 @@ def _general(
         changed = False
         # Never decreases (a move only raises the receiver), so a stale value is a safe bound.
         floor_load = min((load[i] for i in range(members) if topics_of[i]), default=0)
-        order = sorted(range(members), key=lambda i: (-load[i], i))
-        for pos, a in enumerate(order):
-            # A member gives only down to the next one's load this pass, so the heaviest give
-            # first and a single donor is not drained (which would make others refill it: many
-            # needless moves when a member joins).
-            cap = load[order[pos + 1]] if pos + 1 < members else 0
-            while load[a] - 2 >= floor_load and load[a] >= cap:
+        # Donors by current load, heaviest first (a max-heap of (-load, member)). The heaviest
+        # member gives, only down to the next heaviest one's load, then goes back in the heap;
+        # so partitions always leave whoever is heaviest right now. Walking a fixed order
+        # instead lets a lighter member drain itself (its "next" is the newcomer) while a
+        # heavier one keeps its surplus, which then has to be moved to the drained member: one
+        # needless move of an owned partition per such pair.
+        donors = [(-load[i], i) for i in range(members)]
+        heapq.heapify(donors)
+        while donors:
+            negl, a = heapq.heappop(donors)
+            if -negl != load[a]:
+                # Received partitions since it was pushed: requeue at its current load.
+                heapq.heappush(donors, (-load[a], a))
+                continue
+            while donors and -donors[0][0] != load[donors[0][1]]:
+                _, c = heapq.heappop(donors)
+                heapq.heappush(donors, (-load[c], c))
+            cap = -donors[0][0] if donors else 0
+            exhausted = False
+            while load[a] >= cap:
                 la = load[a]
+                if la - 2 < floor_load:
+                    exhausted = True
+                    break
                 # (owned flag, load of b, topic): newly given partitions move first.
                 best: tuple[int, int, int] | None = None
                 best_b = -1
@@ -739,6 +774,7 @@ def _general(
                             best = cand
                             best_b = b
                 if best is None:
+                    exhausted = True
                     break
                 owned_flag, lb, k = best
                 changed = True
@@ -748,7 +784,7 @@ def _general(
                     if budget[0] > 0 and augment(a, 1):
                         budget[0] -= 1
                         continue
-                fresh = len(held[a][k]) if not owned_flag else 1
+                fresh = 1
                 if not owned_flag:
                     ids = held[a][k]
                     os_a = owned_sets[a]
@@ -758,6 +794,12 @@ def _general(
                             break
                         fresh += 1
                 move(a, best_b, k, min(fresh, (la - lb) // 2, max(1, la - cap + 1)))
+            if not exhausted:
+                heapq.heappush(donors, (-load[a], a))
+
+    if origin:
+        work_left = 2 * (members + layout.total) + 10_000
+        _undo_detours(held, owned_sets, origin, holder, subs, topic_sets, offsets, work_left)
 
     kept: list[list[int]] = []
     added: list[list[int]] = []
@@ -767,3 +809,251 @@ def _general(
         kept.append([g for g in mine if g in os_])
         added.append([g for g in mine if g not in os_])
     return kept, added
+
+
+def _undo_detours(
+    held: list[dict[int, list[int]]],
+    owned_sets: list[set[int]],
+    origin: dict[int, int],
+    holder: dict[int, int],
+    subs: list[list[int]],
+    topic_sets: list[set[int]],
+    offsets: list[int],
+    work: int,
+) -> None:
+    """Take back moves the plan does not need, in place, never leaving it less balanced.
+
+    The balancer fixes each imbalance where it sees it, so a plan can route a partition
+    through a detour: ``x`` receives ``g`` from its owner ``y`` while ``y`` (or someone ``y``
+    gives to, and so on) hands its own partitions on to others. A detour is a cycle of
+    single-partition hops ``x -> y -> ... -> x`` between subscribers, which changes no load. A
+    hop costs +1 move if the giver hands over a partition it owned, -1 if it hands one back to
+    its owner, 0 otherwise. For given loads, a plan moves the fewest partitions exactly when
+    no cycle has a negative cost (the optimality condition of min-cost circulations), so
+    cycles through a -1 hop are applied first. Then paths ``a -> ... -> b`` of negative cost,
+    which move one unit of load from ``a`` to ``b``: another, equally balanced split of the
+    loads can need fewer moves than the one the greedy pass found. Each cycle or path is kept
+    only if no more partitions could then move to an eligible member with 2+ fewer (a member
+    on it may come to hold a new topic). Searches are Bellman-Ford (queue based) within a
+    ``work`` budget linear in the group's size: past it, the plan is kept as it is.
+    """
+    members = len(held)
+    owner_of = origin  # only partitions away from their owner have one that is not the holder
+
+    def hops_from(u: int) -> Iterator[tuple[int, int, int]]:
+        """(topic, receiver, cost) of every hop ``u`` can make."""
+        nonlocal work
+        mine = owned_sets[u]
+        for k, ids in held[u].items():
+            work -= len(ids)
+            back: set[int] = set()
+            base = 1
+            for g in ids:
+                if g not in mine:
+                    base = 0
+                    o = owner_of.get(g, -1)
+                    if o >= 0:
+                        back.add(o)
+            work -= len(subs[k])
+            for v in subs[k]:
+                if v != u:
+                    yield k, v, -1 if v in back else base
+
+    def pick(u: int, k: int, v: int) -> int:
+        """The partition of topic ``k`` that ``u`` gives ``v``: v's own, else a moved one,
+        else (only then) one ``u`` owns."""
+        ids = held[u][k]
+        mine = owned_sets[u]
+        moved = -1
+        for g in ids:
+            if g not in mine:
+                if owner_of.get(g, -1) == v:
+                    return g
+                if moved < 0:
+                    moved = g
+        return moved if moved >= 0 else ids[0]
+
+    def path_to(y: int, x: int) -> list[tuple[int, int, int]] | None:
+        """Hops (giver, receiver, topic) of a path y -> ... -> x of cost <= 0, or None."""
+        nonlocal work
+        dist = {y: 0}
+        parent: dict[int, tuple[int, int]] = {}
+        relaxed = [0] * members
+        queue = deque([y])
+        queued = {y}
+        while queue:
+            u = queue.popleft()
+            queued.discard(u)
+            du = dist[u]
+            for k, v, cost in hops_from(u):
+                nd = du + cost
+                if nd < dist.get(v, members + 1):
+                    dist[v] = nd
+                    parent[v] = (u, k)
+                    if v == x:
+                        if nd <= 0:
+                            return _trace(parent, y, x)
+                        continue  # x ends the path; it never gives on it
+                    relaxed[v] += 1
+                    if relaxed[v] > members:
+                        return None  # a negative cycle elsewhere: found from its own hop
+                    if v not in queued:
+                        queued.add(v)
+                        queue.append(v)
+            if work < 0:
+                return None
+        return None
+
+    def apply(chosen: list[tuple[int, int, int, int]]) -> None:
+        """Make each hop (giver, receiver, topic, partition), keeping origin/holder right."""
+        for u, v, kk, gg in chosen:
+            ids = held[u][kk]
+            ids.remove(gg)
+            if not ids:
+                del held[u][kk]
+            held[v].setdefault(kk, []).append(gg)
+            if gg in owned_sets[v]:
+                origin.pop(gg, None)
+                holder.pop(gg, None)
+            elif gg in owned_sets[u]:
+                origin[gg] = u
+                holder[gg] = v
+            elif gg in holder:
+                holder[gg] = v
+
+    load = [sum(map(len, h.values())) for h in held]
+
+    def imbalance() -> int:
+        """Partitions that could move to an eligible member with 2+ fewer."""
+        nonlocal work
+        work -= len(subs) + members
+        least = [min([load[v] for v in s], default=0) for s in subs]
+        return sum(
+            len(ids)
+            for u in range(members)
+            for k, ids in held[u].items()
+            if load[u] - least[k] >= 2
+        )
+
+    before = imbalance()
+    tried_cycles: set[int] = set()
+    improved = True
+    while improved and work > 0:
+        improved = False
+        for g in sorted(holder):
+            x = holder.get(g, -1)
+            if x < 0 or g in tried_cycles:
+                continue  # went home with an earlier cycle, or its cycle did not fit
+            y = origin[g]
+            k = bisect_left(offsets, g + 1) - 1
+            if k not in topic_sets[y]:
+                continue
+            path = path_to(y, x)
+            if path is None:
+                if work < 0:
+                    return
+                continue
+            # Choose every partition first, then apply: nobody passes on what it receives in
+            # the same cycle.
+            chosen = [(u, v, kk, pick(u, kk, v)) for u, v, kk in path]
+            chosen.append((x, y, k, g))
+            apply(chosen)
+            if imbalance() > before:
+                # A member on the cycle would hold a topic someone eligible has 2 fewer of.
+                apply([(v, u, kk, gg) for u, v, kk, gg in reversed(chosen)])
+                tried_cycles.add(g)
+                continue
+            improved = True
+
+    # Then paths: a -> ... -> b of negative cost move one unit of load from a to b and save a
+    # move; they are applied only if the plan stays as balanced as it was (a different but
+    # equally balanced load split can need fewer moves than the one the greedy pass found).
+    def negative_path(tried: set[tuple[tuple[int, int, int], ...]]) -> list[tuple[int, int, int]]:
+        """Hops of a simple path of negative cost not tried yet (Bellman-Ford from each
+        member in turn, heaviest first), or [] if there is none within the budget."""
+        least = [min([load[v] for v in s], default=0) for s in subs]
+        for a in sorted(range(members), key=lambda i: (-load[i], i)):
+            # Least load per topic once a has given one away.
+            after = [min(n, load[a] - 1) if k in topic_sets[a] else n for k, n in enumerate(least)]
+            dist = {a: 0}
+            parent: list[tuple[int, int] | None] = [None] * members
+            relaxed = [0] * members
+            queue = deque([a])
+            queued = {a}
+            while queue:
+                if work < 0:
+                    return []
+                u = queue.popleft()
+                queued.discard(u)
+                du = dist[u]
+                for k, v, cost in hops_from(u):
+                    nd = du + cost
+                    if v == a or nd >= dist.get(v, members + 1):
+                        continue
+                    if k not in held[v] and load[v] - after[k] >= 2:
+                        continue  # v would hold a topic someone eligible has 2 fewer of
+                    dist[v] = nd
+                    parent[v] = (u, k)
+                    if nd < 0 and load[v] + 1 - after[k] < 2:
+                        hops = _trace_back(parent, v)
+                        if hops and tuple(hops) not in tried:
+                            return hops
+                    relaxed[v] += 1
+                    if relaxed[v] > members:
+                        queue.clear()
+                        break
+                    if v not in queued:
+                        queued.add(v)
+                        queue.append(v)
+        return []
+
+    tried: set[tuple[tuple[int, int, int], ...]] = set()
+    while work > 0:
+        path = negative_path(tried)
+        if not path:
+            return
+        tried.add(tuple(path))
+        chosen = [(u, v, kk, pick(u, kk, v)) for u, v, kk in path]
+        apply(chosen)
+        a, b = path[0][0], path[-1][1]
+        load[a] -= 1
+        load[b] += 1
+        if imbalance() > before:
+            apply([(v, u, kk, gg) for u, v, kk, gg in reversed(chosen)])
+            load[a] += 1
+            load[b] -= 1
+
+
+def _trace_back(parent: Sequence[tuple[int, int] | None], v: int) -> list[tuple[int, int, int]]:
+    """The hops of the parent chain ending at ``v``; [] if it is not a simple path."""
+    hops: list[tuple[int, int, int]] = []
+    seen = {v}
+    step = parent[v]
+    while step is not None:
+        u, k = step
+        if u in seen:
+            return []
+        seen.add(u)
+        hops.append((u, v, k))
+        v = u
+        step = parent[v]
+    hops.reverse()
+    return hops
+
+
+def _trace(
+    parent: Mapping[int, tuple[int, int]], y: int, x: int
+) -> list[tuple[int, int, int]] | None:
+    """The hops of the parent chain from ``y`` to ``x``; None if it is not a simple path."""
+    hops: list[tuple[int, int, int]] = []
+    seen = {x}
+    v = x
+    while v != y:
+        u, k = parent[v]
+        if u in seen:
+            return None
+        seen.add(u)
+        hops.append((u, v, k))
+        v = u
+    hops.reverse()
+    return hops

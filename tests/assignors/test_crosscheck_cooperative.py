@@ -44,14 +44,14 @@ How kafka-python is fed, and where it differs from us (and from Java) on purpose
    examples where it has not settled by then are skipped by name (``assume``). Ours must be
    complete after exactly two. test_difference_5_... pins one case.
 
-What is NOT asserted, on purpose (see the lead's report): with unequal subscriptions our
-balancer sometimes moves more partitions than kafka-python, by one partition (11 of 800 random
-examples when measured: 3 from a shared baseline, 8 from each side's own). Minimal case, shared
-baseline: t0:7, t1:5, t2:5; m00 owns t0-0,2,4,6 and t1-*, m01 owns t0-1,3,5 and t2-* (both at
-generation 2); m02 joins subscribed to t0 only. Five moves suffice (m00 gives three t0
-partitions, m01 two) and kafka-python makes five; ours makes six, because its plan also moves
-t0-2 from m00 to m01 while m01 gives all of its t0 to m02. So only balance is compared for
-unequal subscriptions; with equal ones, moves are compared too.
+Moves are asserted for equal and unequal subscriptions alike. With unequal subscriptions our
+balancer used to move one partition more than kafka-python in 11 of 800 random examples; the
+minimal case (test_minimal_unequal_join_moves_five) pins the fix (the balancer gives from
+whoever is heaviest at the time, and takes back detours: cycles of moves that cancel out).
+One exception, own baselines with unequal subscriptions: about 1 example in 100 starts from a
+fresh layout of ours that needs one move more than kafka-python's own layout (for instance the
+leaver held a partition that only an already busy member may take). There, and only there,
+ours is compared with kafka-python run from our layout, which is the balancer's comparison.
 """
 
 from __future__ import annotations
@@ -389,9 +389,23 @@ def equal_never_worse(scenario: Scenario) -> None:
     check_moves(outcome)
 
 
-def unequal_never_less_balanced(scenario: Scenario) -> None:
+def unequal_never_worse(scenario: Scenario) -> None:
     event(f"change={scenario.change} baseline={scenario.baseline}")
-    check_balance(scenario, run_both(scenario))
+    outcome = run_both(scenario)
+    check_balance(scenario, outcome)
+    ours = moves(outcome.ours_before, owner_map(outcome.ours))
+    theirs = moves(outcome.theirs_before, owner_map(outcome.theirs))
+    if ours > theirs and scenario.baseline == "own":
+        # Each side started from its own fresh layout, and with unequal subscriptions one
+        # layout can need a move more than the other (the leaver held a partition only a busy
+        # member may take). That is the layout, not the balancer: compare from our layout.
+        event("moves: ours more than kafka-python from its own layout")
+        settled = converge_kafka_python(scenario.partitions_after, outcome.members)
+        assume(settled is not None)
+        assert settled is not None
+        theirs = moves(outcome.ours_before, owner_map(settled[0]))
+    event("moves: ours fewer" if ours < theirs else "moves: equal")
+    assert ours <= theirs, (ours, theirs, outcome.ours, outcome.theirs)
 
 
 @settings(max_examples=150, deadline=None)
@@ -402,8 +416,8 @@ def test_equal_subscriptions_never_less_balanced_never_more_moves(scenario: Scen
 
 @settings(max_examples=150, deadline=None)
 @given(scenarios(equal=False))
-def test_unequal_subscriptions_never_less_balanced(scenario: Scenario) -> None:
-    unequal_never_less_balanced(scenario)
+def test_unequal_subscriptions_never_less_balanced_never_more_moves(scenario: Scenario) -> None:
+    unequal_never_worse(scenario)
 
 
 @pytest.mark.slow
@@ -416,8 +430,8 @@ def test_equal_subscriptions_never_worse_long(scenario: Scenario) -> None:
 @pytest.mark.slow
 @settings(max_examples=700, deadline=None)
 @given(scenarios(equal=False))
-def test_unequal_subscriptions_never_less_balanced_long(scenario: Scenario) -> None:
-    unequal_never_less_balanced(scenario)
+def test_unequal_subscriptions_never_worse_long(scenario: Scenario) -> None:
+    unequal_never_worse(scenario)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -476,3 +490,27 @@ def test_difference_5_kafka_python_needs_a_third_rebalance() -> None:
     assert unassigned(partitions, joined, ours) == 0
     subscriptions = {m: Subscription(topics) for m, (topics, _, _) in members.items()}
     check_valid(partitions, subscriptions, as_result(ours))
+
+
+# The minimal case of the former unequal-subscription move gap (shared baseline, a join): m02
+# can take t0 only. Five moves suffice (m00 gives three t0 partitions, m01 two; loads 6, 6, 5).
+MINIMAL_PARTITIONS = {"t0": 7, "t1": 5, "t2": 5}
+MINIMAL_MEMBERS: Members = {
+    "m00": (["t0", "t1"], {"t0": (0, 2, 4, 6), "t1": (0, 1, 2, 3, 4)}, GENERATION),
+    "m01": (["t0", "t2"], {"t0": (1, 3, 5), "t2": (0, 1, 2, 3, 4)}, GENERATION),
+    "m02": (["t0"], {}, -1),
+}
+
+
+def test_minimal_unequal_join_moves_five() -> None:
+    partitions, members = MINIMAL_PARTITIONS, MINIMAL_MEMBERS
+    before = owner_map({m: owned for m, (_, owned, _) in members.items()})
+    ours, joined = converge(our_assigner(), partitions, members, 2)
+    assert unassigned(partitions, joined, ours) == 0
+    assert violations(partitions, joined, ours) == 0
+    assert sorted(loads(as_result(ours)).values()) == [5, 6, 6]
+    settled = converge_kafka_python(partitions, members)
+    assert settled is not None
+    theirs = settled[0]
+    assert moves(before, owner_map(theirs)) == 5
+    assert moves(before, owner_map(ours)) == 5

@@ -15,6 +15,7 @@ from tests.assignors.invariants import (
     check_balanced,
     check_complete,
     check_valid,
+    loads,
     min_moves_uniform,
 )
 
@@ -218,3 +219,27 @@ def test_survivors_keep_everything_and_moves_are_minimal() -> None:
             assert set(ps) <= set(result[m].partitions.get(t, ()))
     owned_counts = [sum(map(len, first[m].partitions.values())) for m in subs]
     assert assignor.last_moved == min_moves_uniform(35, owned_counts)
+
+
+# Unequal subscriptions, a member joins (hypothesis-shrunk from the kafka-python cross-check).
+# m00 holds 9 and m01 8; m02 can take t0 only. Loads 6, 6, 5 need five moves (m00 gives three
+# t0 partitions, m01 two), and no owned partition should move between m00 and m01.
+JOIN_UNEQUAL_PPT = {"t0": 7, "t1": 5, "t2": 5}
+JOIN_UNEQUAL_OWNED: dict[str, tuple[list[str], PartitionsByTopic]] = {
+    "m00": (["t0", "t1"], {"t0": (0, 2, 4, 6), "t1": (0, 1, 2, 3, 4)}),
+    "m01": (["t0", "t2"], {"t0": (1, 3, 5), "t2": (0, 1, 2, 3, 4)}),
+}
+
+
+def test_unequal_join_moves_only_what_balance_needs() -> None:
+    subs = {m: sub(topics, owned, 2) for m, (topics, owned) in JOIN_UNEQUAL_OWNED.items()}
+    subs["m02"] = sub(["t0"])
+    assignor = StickyAssignor()
+    result = assignor.assign(JOIN_UNEQUAL_PPT, subs)
+    check_all(JOIN_UNEQUAL_PPT, subs, result)
+    assert assignor.last_moved == 5
+    assert sorted(loads(result).values()) == [5, 6, 6]
+    # The two old members only ever lose partitions; m02 gains them all.
+    for m, (_, owned) in JOIN_UNEQUAL_OWNED.items():
+        for t, ps in result[m].partitions.items():
+            assert set(ps) <= set(owned[t]), (m, t, ps)
