@@ -146,100 +146,233 @@ def classify(raw: DataFrame) -> DataFrame:
 
 
 def _events(classified: DataFrame) -> DataFrame:
-    return (
-        classified.where(F.col("problem").isNull())
-        .drop(CORRUPT, "problem")
-        .withColumn("group", F.coalesce(F.col("group"), F.lit("")))
-        .withColumn("client", F.coalesce(F.col("client"), F.lit("unknown")))
-        .withColumn("seq", F.coalesce(F.col("seq"), F.lit(0)))
-        .withColumn(
-            "rebalance_protocol",
-            F.when(F.lower(F.col("rebalance_protocol")) == "cooperative", "cooperative")
-            .when(F.lower(F.coalesce(F.col("protocol"), F.lit(""))).contains("cooperative"),
-                  "cooperative")
-            .otherwise("eager"),
-        )
+    protocol = F.lower(F.coalesce(F.col("protocol"), F.lit("")))
+    return classified.where(F.col("problem").isNull()).select(
+        *(c for c in classified.columns
+          if c not in (CORRUPT, "problem", "group", "client", "seq", "rebalance_protocol")),
+        F.coalesce(F.col("group"), F.lit("")).alias("group"),
+        F.coalesce(F.col("client"), F.lit("unknown")).alias("client"),
+        F.coalesce(F.col("seq"), F.lit(0)).alias("seq"),
+        F.when(F.lower(F.col("rebalance_protocol")) == "cooperative", "cooperative")
+        .when(protocol.contains("cooperative"), "cooperative")
+        .otherwise("eager")
+        .alias("rebalance_protocol"),
     )
 
 
-def _partition_rows(events: DataFrame) -> DataFrame:
-    """One row per (partition event, partition), with the moment it takes effect."""
-    exploded = (
-        events.where(F.col("type").isin(*PARTITION_EVENTS))
-        .select(
-            "group",
-            "member",
-            "type",
-            "generation_id",
-            "rebalance_protocol",
-            "started",
-            "ended",
-            "ts",
-            "seq",
-            F.explode("partitions").alias("topic", "parts"),
-        )
-        .select("*", F.explode("parts").alias("partition"))
-        .drop("parts")
-        .where(F.col("partition").isNotNull() & F.col("topic").isNotNull())
-    )
-    kind = F.regexp_replace(F.col("type"), "^partitions_", "")
-    is_assign = kind == "assigned"
-    return exploded.select(
-        "group",
-        "member",
-        "topic",
-        F.col("partition").cast("int").alias("partition"),
-        kind.alias("kind"),
-        F.col("generation_id").alias("gen"),
-        F.col("rebalance_protocol").alias("rp"),
-        # ownership starts when the assigned callback starts, ends when revoked/lost ENDS
-        F.when(is_assign, F.col("started")).otherwise(F.greatest("ended", "started")).alias("t"),
-        "ts",
-        "seq",
-    )
+# Partition-level work runs on numbers only: every (group, member) and (group, topic) gets a
+# dense id, and a partition is one long key, ``topic id << 32 | partition``. Sorting, windowing
+# and shuffling millions of rows then never compares or copies a string; names come back by
+# broadcast joins on the (small) results.
+_PARTITION_BITS = 32
+_PARTITION_MASK = (1 << _PARTITION_BITS) - 1
+_MAX_PARTITION = 2**31 - 1  # Kafka partitions are int32; others are not partitions
+KIND_CODES = {"assigned": 0, "revoked": 1, "lost": 2}
 
 
-def _member_ends(events: DataFrame) -> DataFrame:
+@dataclass
+class _Keys:
+    """Dense ids for names: ``members`` (gid, group, mid, member), ``topics`` (gid, group, tid,
+    topic). Ids follow the names' sort order, so ordering by id is ordering by name."""
+
+    members: DataFrame
+    topics: DataFrame
+
+
+def _keys(spark: SparkSession, events: DataFrame) -> _Keys:
+    """Collect the distinct names (one small job) and number them on the driver.
+
+    Distinct groups, members and topics number in the thousands even for a large fleet; numbering
+    them on the driver keeps ids exact and deterministic (no hashing, no collisions).
+    """
+    members = events.select("group", F.lit(0).alias("k"), F.col("member").alias("name"))
+    topics = events.where(F.col("type").isin(*PARTITION_EVENTS)).select(
+        "group", F.lit(1).alias("k"), F.explode(F.map_keys("partitions")).alias("name"))
+    names = sorted(
+        (r["group"], r["k"], r["name"]) for r in members.union(topics).distinct().collect()
+        if r["name"] is not None
+    )
+    groups = {g: i for i, g in enumerate(sorted({g for g, _, _ in names}))}
+    rows: tuple[list[tuple[int, str, int, str]], list[tuple[int, str, int, str]]] = ([], [])
+    for group, k, name in names:
+        table = rows[k]
+        table.append((groups[group], group, len(table), name))
+
+    def frame(data: list[tuple[int, str, int, str]], id_: str, name: str) -> DataFrame:
+        schema = T.StructType([
+            T.StructField("gid", T.IntegerType(), False),
+            T.StructField("group", T.StringType(), False),
+            T.StructField(id_, T.IntegerType(), False),
+            T.StructField(name, T.StringType(), False),
+        ])
+        return spark.createDataFrame(data, schema)
+
+    return _Keys(members=frame(rows[0], "mid", "member"), topics=frame(rows[1], "tid", "topic"))
+
+
+def _member_info(events: DataFrame, keys: _Keys) -> DataFrame:
+    """Per member: id, end of its events, closed, first and last generation seen (small)."""
     return events.groupBy("group", "member").agg(
         F.max(F.greatest("ts", F.coalesce("ended", "ts"))).alias("member_end"),
         F.max(F.when(F.col("type") == "closed", True).otherwise(False)).alias("closed"),
+        F.min("generation_id").alias("first_gen"),
+        F.max("generation_id").alias("last_gen"),
+    ).join(keys.members, ["group", "member"])
+
+
+def _partition_rows(events: DataFrame, keys: _Keys, shuffle: int) -> DataFrame:
+    """One row per (partition event, partition), keyed by numbers, with the moment it counts.
+
+    The compact events (partitions still as arrays) are shuffled by member and exploded where
+    they land: the pairing window below is per (partition, member), so it needs no other shuffle.
+    """
+    is_assign = F.col("type") == "partitions_assigned"
+    kind = (F.when(is_assign, F.lit(KIND_CODES["assigned"]))
+            .when(F.col("type") == "partitions_revoked", F.lit(KIND_CODES["revoked"]))
+            .otherwise(F.lit(KIND_CODES["lost"])))
+    compact = (
+        events.where(F.col("type").isin(*PARTITION_EVENTS))
+        .join(F.broadcast(keys.members.select("group", "member", "mid")), ["group", "member"])
+        .select(
+            "group",
+            "mid",
+            kind.cast("byte").alias("kind"),
+            F.col("generation_id").alias("gen"),
+            (F.col("rebalance_protocol") == "cooperative").alias("coop"),
+            # ownership starts when the assigned callback starts, ends when revoked/lost ENDS
+            F.when(is_assign, F.col("started")).otherwise(F.greatest("ended", "started"))
+            .alias("t"),
+            "ts",
+            "seq",
+            "partitions",
+        )
+        .repartition(shuffle, "mid")
+    )
+    by_topic = compact.select(
+        "*", F.explode("partitions").alias("topic", "parts")
+    ).drop("partitions").join(
+        F.broadcast(keys.topics.select("group", "topic", "tid")), ["group", "topic"])
+    p = F.col("partition")
+    return (
+        by_topic.select("*", F.explode("parts").alias("partition"))
+        .where(p.isNotNull() & (p >= 0) & (p <= _MAX_PARTITION))
+        .select(
+            (F.shiftleft(F.col("tid").cast("long"), _PARTITION_BITS) + p).alias("pk"),
+            "mid", "kind", "gen", "coop", "t", "ts", "seq",
+        )
     )
 
 
-def _intervals(rows: DataFrame, member_ends: DataFrame) -> DataFrame:
-    """Ownership intervals, in one window pass per (member, partition).
+def _intervals(rows: DataFrame, members: DataFrame) -> DataFrame:
+    """Ownership intervals per (partition, member), numbers only.
 
     An assigned row that follows a release (or nothing) opens an interval, which the first later
     release closes. Other assigned rows (already owned) and releases of unowned partitions are
-    redundant; the member summary counts them (partition rows minus intervals).
+    redundant; the member summary counts them (partition rows minus intervals). Keeping only the
+    rows that change ownership leaves strictly alternating rows, so an opening row's release is
+    the next row: both windows share one sort.
     """
-    key = ["group", "member", "topic", "partition"]
-    w = Window.partitionBy(*key).orderBy("ts", "seq", "t")
-    after = w.rowsBetween(1, Window.unboundedFollowing)
-    is_assign = F.col("kind") == "assigned"
-    release = F.when(~is_assign, F.struct("t", "kind", "gen", "rp"))
-    opened = rows.select(
+    # The hash leads the sort key: (partition, member) groups then differ in the sort prefix and
+    # the sort compares whole rows only within a group (a handful of rows).
+    w = Window.partitionBy("h", "pk", "mid").orderBy("ts", "seq", "t")
+    rows = rows.withColumn("h", F.xxhash64("pk", "mid"))
+    is_assign = F.col("kind") == KIND_CODES["assigned"]
+    changes = rows.select(
+        "*", F.coalesce(F.lag(is_assign).over(w), F.lit(False)).alias("prev_assign")
+    ).where(is_assign != F.col("prev_assign"))
+    opened = changes.select(
         "*",
-        F.coalesce(F.lag(is_assign).over(w), F.lit(False)).alias("prev_assign"),
-        F.first(release, ignorenulls=True).over(after).alias("release"),
-    ).where(is_assign & ~F.col("prev_assign"))
-    return (
-        opened.join(F.broadcast(member_ends), ["group", "member"], "left")
-        .select(
-            "group",
-            "topic",
-            "partition",
-            "member",
-            F.col("gen").alias("generation_id"),
-            "rp",
-            F.col("t").alias("start"),
-            F.greatest(F.coalesce("release.t", "member_end"), F.col("t")).alias("end"),
-            F.coalesce("release.kind", F.lit("open")).alias("end_kind"),
-            F.col("release.gen").alias("end_gen"),
-            F.col("release.rp").alias("end_rp"),
-            F.col("release").isNull().alias("open"),
-        )
-        .withColumn("duration_s", F.col("end") - F.col("start"))
+        F.lead(F.struct("t", "kind", "gen", "coop")).over(w).alias("release"),
+        # the member's first interval on this partition (counts owners without a distinct)
+        F.lag("kind").over(w).isNull().alias("first_own"),
+    ).where(is_assign)
+    return opened.join(
+        F.broadcast(members.select("mid", "member_end", "last_gen")), "mid", "left"
+    ).select(
+        "pk",
+        "mid",
+        F.col("gen").alias("generation_id"),
+        "coop",
+        F.col("t").alias("start"),
+        F.greatest(F.coalesce("release.t", "member_end"), F.col("t")).alias("end"),
+        F.col("release.kind").alias("end_kind"),
+        F.col("release.gen").alias("end_gen"),
+        F.col("release.coop").alias("end_coop"),
+        "first_own",
+        # A cooperative revocation releases a partition for the next round (KIP-429) unless it
+        # is the member's goodbye (revoked in its last generation, i.e. on leave/close).
+        F.coalesce(
+            (F.col("release.kind") == KIND_CODES["revoked"])
+            & F.col("release.coop")
+            & F.col("release.gen").isNotNull()
+            & (F.col("release.gen") < F.col("last_gen")),
+            F.lit(False),
+        ).alias("released"),
+    )
+
+
+def _with_context(intervals: DataFrame) -> DataFrame:
+    """Each interval with what every per-partition result needs, from one window (one sort).
+
+    * ``prev_end``: the latest end of the intervals that started before it. Ordered by start, a
+      partition's intervals leave a gap before an interval exactly when it starts after every
+      earlier one ended, and have two owners exactly where one starts before an earlier one
+      ended: one running max gives both, with no explode of interval boundaries.
+    * ``pm``, ``pr``, ``pg``: the member, ``released`` and ``end_gen`` of the previous interval
+      with a known generation (the moves and holdings).
+    """
+    w = Window.partitionBy("pk").orderBy("start", "end", "mid")
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    known = F.col("generation_id").isNotNull()
+    prev = F.last(F.when(known, F.struct("mid", "released", "end_gen")), ignorenulls=True)
+    return intervals.select(
+        "*", F.max("end").over(before).alias("prev_end"), prev.over(before).alias("prev")
+    ).select(
+        *intervals.columns,
+        "prev_end",
+        F.col("prev.mid").alias("pm"),
+        F.col("prev.released").alias("pr"),
+        F.col("prev.end_gen").alias("pg"),
+    )
+
+
+def _protocol_name(coop: Any) -> Any:
+    return F.when(coop, F.lit("cooperative")).when(coop.isNotNull(), F.lit("eager"))
+
+
+def _kind_name(kind: Any) -> Any:
+    name = F.lit(None).cast("string")
+    for text, code in KIND_CODES.items():
+        name = F.when(kind == code, F.lit(text)).otherwise(name)
+    return name
+
+
+def _named(frame: DataFrame, keys: _Keys) -> DataFrame:
+    """Replace ``pk`` by (group, topic, partition) and add ``member`` when ``mid`` is there."""
+    topics = keys.topics.select("tid", "group", "topic")
+    out = frame.withColumn("tid", F.shiftright("pk", _PARTITION_BITS).cast("int")).join(
+        F.broadcast(topics), "tid")
+    if "mid" in frame.columns:
+        out = out.join(F.broadcast(keys.members.select("mid", "member")), "mid")
+    return out.withColumn(
+        "partition", F.col("pk").bitwiseAND(F.lit(_PARTITION_MASK)).cast("int"))
+
+
+def _intervals_out(context: DataFrame, keys: _Keys) -> DataFrame:
+    return _named(context, keys).select(
+        "group",
+        "topic",
+        "partition",
+        "member",
+        "generation_id",
+        _protocol_name(F.col("coop")).alias("rp"),
+        "start",
+        "end",
+        F.coalesce(_kind_name(F.col("end_kind")), F.lit("open")).alias("end_kind"),
+        "end_gen",
+        _protocol_name(F.col("end_coop")).alias("end_rp"),
+        F.col("end_kind").isNull().alias("open"),
+        (F.col("end") - F.col("start")).alias("duration_s"),
     )
 
 
@@ -253,155 +386,159 @@ def _segments(intervals: DataFrame) -> DataFrame:
                      F.lit(None).cast("long").alias("gen")),
         )
     )
-    w = Window.partitionBy("group", "topic", "partition").orderBy("t", "delta")
-    swept = intervals.select("group", "topic", "partition", bounds.alias("b")).select(
-        "group", "topic", "partition", "b.t", "b.delta", "b.gen"
+    w = Window.partitionBy("pk").orderBy("t", "delta")
+    swept = intervals.select("pk", bounds.alias("b")).select(
+        "pk", "b.t", "b.delta", "b.gen"
     ).select(
         "*",
         F.sum("delta").over(w.rowsBetween(Window.unboundedPreceding, 0)).alias("owners"),
         F.lead("t").over(w).alias("next_t"),
-        F.lead("gen").over(w).alias("next_gen"),
     )
     return swept.where(F.col("next_t").isNotNull() & (F.col("next_t") > F.col("t"))).select(
-        "group",
-        "topic",
-        "partition",
-        "t",
-        "next_t",
-        "owners",
-        "next_gen",
-        (F.col("next_t") - F.col("t")).alias("length_s"),
-    )
+        "pk", "t", "next_t", "owners")
 
 
-def _overlaps(segments: DataFrame, intervals: DataFrame, tolerance_s: float) -> DataFrame:
-    key = ["group", "topic", "partition"]
-    w = Window.partitionBy(*key).orderBy("t")
-    shared = segments.where(F.col("owners") >= 2).select(*key).distinct()
-    marked = segments.join(shared, key, "left_semi").select(
+def _overlaps(context: DataFrame, keys: _Keys, tolerance_s: float) -> DataFrame:
+    """Overlap episodes: the exact boundary sweep, run only for partitions that have any.
+
+    Ordered by start, an interval shares time with an earlier one exactly when it starts before
+    the running max of their ends (``prev_end``): that finds every partition with an overlap
+    (usually none or few), and the sweep over just those partitions finds the episodes.
+    """
+    suspects = context.where(F.least("end", "prev_end") > F.col("start")).select("pk").distinct()
+    intervals = context.join(F.broadcast(suspects), "pk", "left_semi").select(
+        "pk", "mid", "generation_id", "start", "end")
+    segments = _segments(intervals)
+    w = Window.partitionBy("pk").orderBy("t")
+    marked = segments.select(
         "*",
         F.sum((F.col("owners") < 2).cast("long"))
         .over(w.rowsBetween(Window.unboundedPreceding, 0))
         .alias("episode"),
     ).where(F.col("owners") >= 2)
-    episodes = marked.groupBy(*key, "episode").agg(
+    episodes = marked.groupBy("pk", "episode").agg(
         F.min("t").alias("start"),
         F.max("next_t").alias("end"),
         F.max("owners").alias("max_owners"),
     )
     iv = intervals.select(
-        *key,
-        F.col("member"),
-        F.col("generation_id"),
-        F.col("start").alias("i_start"),
-        F.col("end").alias("i_end"),
+        "pk", "mid", "generation_id",
+        F.col("start").alias("i_start"), F.col("end").alias("i_end"),
     )
-    joined = episodes.join(iv, key).where(
+    joined = episodes.join(iv, "pk").where(
         (F.col("i_start") < F.col("end")) & (F.col("i_end") > F.col("start"))
     )
+    found = _named(joined, keys)
+    key = ["group", "topic", "partition"]
     return (
-        joined.groupBy(*key, "episode", "start", "end", "max_owners")
+        found.groupBy(*key, "episode", "start", "end", "max_owners")
         .agg(
             F.array_sort(F.collect_set("member")).alias("members"),
             F.array_sort(F.collect_set("generation_id")).alias("generations"),
         )
-        .withColumn("duration_s", F.col("end") - F.col("start"))
+        .select(
+            *key, "start", "end", "max_owners", "members", "generations",
+            (F.col("end") - F.col("start")).alias("duration_s"),
+        )
         .withColumn("violation", F.col("duration_s") > F.lit(float(tolerance_s)))
-        .drop("episode")
     )
 
 
-def _unowned(segments: DataFrame, intervals: DataFrame) -> tuple[DataFrame, DataFrame]:
-    key = ["group", "topic", "partition"]
-    gaps = segments.where(F.col("owners") == 0)
-    per_partition = (
-        intervals.groupBy(*key)
-        .agg(
-            F.count(F.lit(1)).alias("intervals"),
-            F.countDistinct("member").alias("owners"),
-            F.min("start").alias("first_start"),
-            F.max("end").alias("last_end"),
-        )
-        .join(
-            gaps.groupBy(*key).agg(
-                F.sum("length_s").alias("unowned_s"),
-                F.count(F.lit(1)).alias("gaps"),
-                F.max("length_s").alias("max_gap_s"),
-            ),
-            key,
-            "left",
-        )
-        .fillna({"unowned_s": 0.0, "gaps": 0, "max_gap_s": 0.0})
+def _unowned(context: DataFrame, keys: _Keys) -> tuple[DataFrame, DataFrame]:
+    """Gaps from the running max: an interval starting after all earlier ones ended closes one.
+
+    The gap is charged to the interval that closes it, as a boundary sweep would (its next
+    boundary is that start); when a zero-length interval starts there, the sweep's next boundary
+    is that interval's end (ends sort before starts), which carries no generation.
+    """
+    gap = F.when(F.col("start") > F.col("prev_end"), F.col("start") - F.col("prev_end"))
+    marked = context.select(
+        "pk",
+        "mid",
+        "start",
+        "end",
+        "first_own",
+        gap.alias("gap_s"),
+        F.when(F.col("end") > F.col("start"), F.col("generation_id")).alias("gap_gen"),
     )
-    per_generation = gaps.groupBy("group", F.col("next_gen").alias("generation_id")).agg(
-        F.sum("length_s").alias("unowned_partition_s"),
-        F.countDistinct("topic", "partition").alias("partitions"),
+    per_pk = marked.groupBy("pk").agg(
+        F.count(F.lit(1)).alias("intervals"),
+        F.sum(F.col("first_own").cast("long")).alias("owners"),
+        F.min("start").alias("first_start"),
+        F.max("end").alias("last_end"),
+        F.coalesce(F.sum("gap_s"), F.lit(0.0)).alias("unowned_s"),
+        F.count("gap_s").alias("gaps"),
+        F.coalesce(F.max("gap_s"), F.lit(0.0)).alias("max_gap_s"),
+    )
+    per_partition = _named(per_pk, keys).select(
+        "group", "topic", "partition", "intervals", "owners", "first_start", "last_end",
+        "unowned_s", "gaps", "max_gap_s",
+    )
+    gaps = marked.where(F.col("gap_s").isNotNull()).withColumn(
+        "tid", F.shiftright("pk", _PARTITION_BITS).cast("int"))
+    # per topic first (a partition key is one topic's), then per group
+    per_topic = gaps.groupBy("tid", F.col("gap_gen").alias("generation_id")).agg(
+        F.sum("gap_s").alias("unowned_partition_s"),
+        F.countDistinct("pk").alias("partitions"),
         F.count(F.lit(1)).alias("gaps"),
-        F.max("length_s").alias("max_gap_s"),
+        F.max("gap_s").alias("max_gap_s"),
+    )
+    per_generation = per_topic.join(F.broadcast(keys.topics.select("tid", "group")), "tid").groupBy(
+        "group", "generation_id"
+    ).agg(
+        F.sum("unowned_partition_s").alias("unowned_partition_s"),
+        F.sum("partitions").alias("partitions"),
+        F.sum("gaps").alias("gaps"),
+        F.max("max_gap_s").alias("max_gap_s"),
     )
     return per_partition, per_generation
 
 
-def _moves(intervals: DataFrame, events: DataFrame) -> DataFrame:
-    key = ["group", "topic", "partition"]
+def _moves(
+    context: DataFrame, events: DataFrame, members: DataFrame, keys: _Keys
+) -> DataFrame:
+    """Moves per generation against the minimum (definitions in the module docstring)."""
     gen_events = events.where(F.col("generation_id").isNotNull())
-    last_gen = gen_events.groupBy("group", "member").agg(
-        F.max("generation_id").alias("member_last_gen"))
-    iv = (
-        intervals.where(F.col("generation_id").isNotNull())
-        .join(F.broadcast(last_gen), ["group", "member"], "left")
-        # A cooperative revocation releases a partition for the next round (KIP-429) unless it
-        # is the member's goodbye (revoked in its last generation, i.e. on leave/close).
-        .withColumn(
-            "released",
-            F.coalesce(
-                (F.col("end_kind") == "revoked")
-                & (F.col("end_rp") == "cooperative")
-                & F.col("end_gen").isNotNull()
-                & (F.col("end_gen") < F.col("member_last_gen")),
-                F.lit(False),
-            ),
-        )
-    )
-    # One window pass over each partition's intervals gives every fact the rest needs: moves
-    # (charged to the deciding generation), holding changes (+1 to the new owner, -1 to the
-    # previous holder unless it had released, -1 on a release) and the first assignment.
-    w = Window.partitionBy(*key).orderBy("start", "end", "member")
-    prev_member = F.lag("member").over(w)
-    prev_released = F.lag("released").over(w)
-    prev_end_gen = F.lag("end_gen").over(w)
-    ctx = iv.select(
-        "group", "member", "generation_id", "released", "end_gen",
-        prev_member.alias("pm"), prev_released.alias("pr"), prev_end_gen.alias("pg"),
+    # The context window gives every fact the rest needs: moves (charged to the deciding
+    # generation), holding changes (+1 to the new owner, -1 to the previous holder unless it had
+    # released, -1 on a release) and the first assignment. Holdings are per member (``mid``),
+    # moves and first assignments per topic (``tid``); both ids name their group.
+    ctx = context.where(F.col("generation_id").isNotNull()).select(
+        F.shiftright("pk", _PARTITION_BITS).cast("int").alias("tid"),
+        "mid", "generation_id", "released", "end_gen", "pm", "pr", "pg",
     )
 
-    def fact(kind: str, member: Any, gen: Any, value: int) -> Any:
-        return F.struct(F.lit(kind).alias("kind"), member.cast("string").alias("member"),
+    def fact(kind: int, id_: Any, gen: Any, value: int) -> Any:
+        return F.struct(F.lit(kind).alias("kind"), id_.cast("int").alias("id"),
                         gen.cast("long").alias("gen"), F.lit(value).alias("value"))
 
-    null = F.lit(None)
+    hold, move, new = 0, 1, 2
     facts = F.explode(F.array(
-        fact("hold", F.col("member"), F.col("generation_id"), 1),
+        fact(hold, F.col("mid"), F.col("generation_id"), 1),
         F.when(F.col("pm").isNotNull() & ~F.col("pr"),
-               fact("hold", F.col("pm"), F.col("generation_id"), -1)),
-        F.when(F.col("released"), fact("hold", F.col("member"), F.col("end_gen"), -1)),
-        F.when(F.col("pm").isNotNull() & (F.col("pm") != F.col("member")),
-               fact("move", null, F.when(F.col("pr"), F.col("pg"))
+               fact(hold, F.col("pm"), F.col("generation_id"), -1)),
+        F.when(F.col("released"), fact(hold, F.col("mid"), F.col("end_gen"), -1)),
+        F.when(F.col("pm").isNotNull() & (F.col("pm") != F.col("mid")),
+               fact(move, F.col("tid"), F.when(F.col("pr"), F.col("pg"))
                     .otherwise(F.col("generation_id")), 1)),
-        F.when(F.col("pm").isNull(), fact("new", null, F.col("generation_id"), 1)),
+        F.when(F.col("pm").isNull(), fact(new, F.col("tid"), F.col("generation_id"), 1)),
     ))
     summed = (
-        ctx.select("group", facts.alias("f"))
+        ctx.select(facts.alias("f"))
         .where(F.col("f").isNotNull())
-        .groupBy("group", "f.kind", "f.member", "f.gen")
+        .groupBy("f.kind", "f.id", "f.gen")
         .agg(F.sum("f.value").alias("value"))
         .cache()
     )
-    moved = summed.where(F.col("kind") == "move").select(
-        "group", F.col("gen").alias("generation_id"), F.col("value").alias("moved"))
-    deltas = summed.where(F.col("kind") == "hold").select(
+    members_dim = F.broadcast(keys.members.select(F.col("mid").alias("id"), "group", "member"))
+    topics_dim = F.broadcast(keys.topics.select(F.col("tid").alias("id"), "group"))
+    deltas = summed.where(F.col("kind") == hold).join(members_dim, "id").select(
         "group", "member", "gen", F.col("value").alias("delta"))
-    firsts = summed.where(F.col("kind") == "new").select(
+    per_topic = summed.where(F.col("kind") != hold).join(topics_dim, "id").groupBy(
+        "group", "kind", "gen").agg(F.sum("value").alias("value"))
+    moved = per_topic.where(F.col("kind") == move).select(
+        "group", F.col("gen").alias("generation_id"), F.col("value").alias("moved"))
+    firsts = per_topic.where(F.col("kind") == new).select(
         "group", "gen", F.col("value").alias("new"))
 
     # Membership epochs: consecutive generations with the same members are one rebalance as far
@@ -409,8 +546,8 @@ def _moves(intervals: DataFrame, events: DataFrame) -> DataFrame:
     # first generation of each epoch.
     # A member is in every generation from its first to its last observed one: peers run no
     # callback in a round that changes nothing for them, so single observations have holes.
-    spans = gen_events.groupBy("group", "member").agg(
-        F.min("generation_id").alias("first_gen"), F.max("generation_id").alias("last_gen"))
+    spans = members.where(F.col("first_gen").isNotNull()).select(
+        "group", "member", "first_gen", "last_gen")
     all_gens = gen_events.select("group", F.col("generation_id").alias("gen")).distinct()
     gen_members = all_gens.join(spans, "group").where(
         (F.col("gen") >= F.col("first_gen")) & (F.col("gen") <= F.col("last_gen"))
@@ -421,14 +558,14 @@ def _moves(intervals: DataFrame, events: DataFrame) -> DataFrame:
     sets = sets.withColumn("prev_set", F.lag("member_set").over(ws)).withColumn(
         "epoch_start", F.col("prev_set").isNull() | (F.col("prev_set") != F.col("member_set")))
     starts = sets.where(F.col("epoch_start")).select("group", "gen")
-    members = gen_members.distinct().join(starts, ["group", "gen"])
+    at_starts = gen_members.join(starts, ["group", "gen"])
     # holdings of each member just before g: query rows (order 0) sort before their own
     # generation's deltas (order 1)
     wm = Window.partitionBy("group", "member").orderBy("gen", "order").rowsBetween(
         Window.unboundedPreceding, 0)
     held = (
         deltas.select("group", "member", "gen", "delta", F.lit(1).alias("order"))
-        .unionByName(members.select("group", "member", "gen", F.lit(0).alias("delta"),
+        .unionByName(at_starts.select("group", "member", "gen", F.lit(0).alias("delta"),
                                     F.lit(0).alias("order")))
         .withColumn("held", F.sum("delta").over(wm))
         .where(F.col("order") == 0)
@@ -487,6 +624,8 @@ def _moves(intervals: DataFrame, events: DataFrame) -> DataFrame:
     )
 
 
+
+
 def _latency(events: DataFrame) -> DataFrame:
     rebalance = events.where(F.col("type").isin("rebalance_completed", "rebalance_failed")).select(
         "group", "client", F.regexp_replace("type", "_", " ").alias("metric"), "latency_s")
@@ -522,7 +661,7 @@ def _latency_histogram(events: DataFrame) -> DataFrame:
         F.count(F.lit(1)).alias("count"))
 
 
-def _member_summary(events: DataFrame, intervals: DataFrame, member_ends: DataFrame) -> DataFrame:
+def _member_summary(events: DataFrame, context: DataFrame, members: DataFrame) -> DataFrame:
     t = F.col("type")
     n_parts = F.coalesce(F.size(F.flatten(F.map_values("partitions"))), F.lit(0))
 
@@ -547,15 +686,16 @@ def _member_summary(events: DataFrame, intervals: DataFrame, member_ends: DataFr
         F.sum(F.when(t.isin("partitions_revoked", "partitions_lost"), n_parts))
         .alias("released_rows"),
     )
-    owned = intervals.groupBy("group", "member").agg(
+    owned = context.groupBy("mid").agg(
         F.count(F.lit(1)).alias("intervals"),
-        F.sum(F.col("open").cast("long")).alias("open_intervals"),
-        F.sum("duration_s").alias("owned_partition_s"),
-    )
+        F.sum(F.col("end_kind").isNull().cast("long")).alias("open_intervals"),
+        F.sum(F.col("end") - F.col("start")).alias("owned_partition_s"),
+    ).join(F.broadcast(members.select("mid", "group", "member")), "mid").drop("mid")
     # every assigned row that opened no interval was redundant (already owned); every release
     # row that closed none released something not owned
     return (
-        base.join(F.broadcast(member_ends), ["group", "member"], "left")
+        base.join(F.broadcast(members.select("group", "member", "member_end", "closed")),
+              ["group", "member"], "left")
         .join(owned, ["group", "member"], "left")
         .withColumnRenamed("member_end", "last_ts")
         .fillna({"intervals": 0, "open_intervals": 0, "owned_partition_s": 0.0, "processed": 0,
@@ -582,29 +722,31 @@ def run_audit(
     tolerance_s: float = 0.05,
     label: str = "events",
 ) -> AuditResult:
-    """Build every result DataFrame (lazily; the caller writes or collects them)."""
+    """Build every result DataFrame (lazily; the caller writes or collects them).
+
+    The only eager step is numbering the names (one small job over the cached events).
+    """
     classified = classify(read_events(spark, paths)).cache()
     events = _events(classified)
-    # Shuffle events (compact: partitions as arrays) by member and pair them per (member,
-    # partition) where they land; then shuffle the intervals once by partition, which every
-    # later window and aggregation shares without further exchanges of the big tables.
-    rows = _partition_rows(events.repartition("group", "member"))
-    member_ends = _member_ends(events).cache()
-    intervals = (
-        _intervals(rows, member_ends).repartition("group", "topic", "partition").cache()
-    )
-    segments = _segments(intervals).cache()
-    unowned_partition, unowned_generation = _unowned(segments, intervals)
+    keys = _keys(spark, events)
+    members = _member_info(events, keys).cache()
+    # An explicit count: adaptive execution may coalesce a repartition by columns alone into one
+    # partition, and everything that reads the cached intervals would then run on one core.
+    n = int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
+    rows = _partition_rows(events, keys, n)
+    # One shuffle of the intervals by partition and one sort feed every per-partition result.
+    context = _with_context(_intervals(rows, members).repartition(n, "pk")).cache()
+    unowned_partition, unowned_generation = _unowned(context, keys)
     result = AuditResult(label=label, tolerance_s=tolerance_s)
     result.datasets = {
         "input_quality": _input_quality(classified),
-        "intervals": intervals,
-        "overlaps": _overlaps(segments, intervals, tolerance_s),
+        "intervals": _intervals_out(context, keys),
+        "overlaps": _overlaps(context, keys, tolerance_s),
         "unowned_by_partition": unowned_partition,
         "unowned_by_generation": unowned_generation,
-        "moves_by_generation": _moves(intervals, events),
+        "moves_by_generation": _moves(context, events, members, keys),
         "latency": _latency(events),
         "latency_histogram": _latency_histogram(events),
-        "members": _member_summary(events, intervals, member_ends),
+        "members": _member_summary(events, context, members),
     }
     return result
