@@ -35,10 +35,12 @@ Definitions (documented for users in the README, "Rebalance telemetry and the ow
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -205,7 +207,13 @@ def _keys(spark: SparkSession, events: DataFrame) -> _Keys:
             T.StructField(id_, T.IntegerType(), False),
             T.StructField(name, T.StringType(), False),
         ])
-        return spark.createDataFrame(data, schema)
+        # From pandas, Arrow hands the table to the JVM directly; a list would go through
+        # Python worker processes every time a join broadcasts it.
+        table = pd.DataFrame(data, columns=schema.fieldNames()).astype(
+            {"gid": "int32", id_: "int32"})
+        with warnings.catch_warnings():  # "PySpark does not yet fully support pandas >= 3"
+            warnings.simplefilter("ignore", FutureWarning)
+            return spark.createDataFrame(table, schema)
 
     return _Keys(members=frame(rows[0], "mid", "member"), topics=frame(rows[1], "tid", "topic"))
 
@@ -403,9 +411,13 @@ def _overlaps(context: DataFrame, keys: _Keys, tolerance_s: float) -> DataFrame:
 
     Ordered by start, an interval shares time with an earlier one exactly when it starts before
     the running max of their ends (``prev_end``): that finds every partition with an overlap
-    (usually none or few), and the sweep over just those partitions finds the episodes.
+    (usually none or few), and the sweep over just those partitions finds the episodes. When
+    there are none (one quick look at the cached intervals), the result is the empty dataset
+    without planning the sweep at all.
     """
-    suspects = context.where(F.least("end", "prev_end") > F.col("start")).select("pk").distinct()
+    # (plain comparisons: ``least`` would skip a null prev_end and flag every first interval)
+    shared = context.where((F.col("prev_end") > F.col("start")) & (F.col("end") > F.col("start")))
+    suspects = shared.select("pk").distinct()
     intervals = context.join(F.broadcast(suspects), "pk", "left_semi").select(
         "pk", "mid", "generation_id", "start", "end")
     segments = _segments(intervals)
@@ -430,7 +442,7 @@ def _overlaps(context: DataFrame, keys: _Keys, tolerance_s: float) -> DataFrame:
     )
     found = _named(joined, keys)
     key = ["group", "topic", "partition"]
-    return (
+    episodes_out = (
         found.groupBy(*key, "episode", "start", "end", "max_owners")
         .agg(
             F.array_sort(F.collect_set("member")).alias("members"),
@@ -442,6 +454,8 @@ def _overlaps(context: DataFrame, keys: _Keys, tolerance_s: float) -> DataFrame:
         )
         .withColumn("violation", F.col("duration_s") > F.lit(float(tolerance_s)))
     )
+    # limit 0 is planned as an empty local relation: none of the sweep runs
+    return episodes_out.limit(0) if shared.isEmpty() else episodes_out
 
 
 def _unowned(context: DataFrame, keys: _Keys) -> tuple[DataFrame, DataFrame]:
@@ -722,9 +736,11 @@ def run_audit(
     tolerance_s: float = 0.05,
     label: str = "events",
 ) -> AuditResult:
-    """Build every result DataFrame (lazily; the caller writes or collects them).
+    """Build every result DataFrame; the caller writes or collects them.
 
-    The only eager step is numbering the names (one small job over the cached events).
+    Two steps run here: numbering the names (one small job over the cached events) and checking
+    whether any partition had two owners at once, which computes and caches the intervals that
+    every result reads.
     """
     classified = classify(read_events(spark, paths)).cache()
     events = _events(classified)
