@@ -563,9 +563,9 @@ def _moves(
     spans = members.where(F.col("first_gen").isNotNull()).select(
         "group", "member", "first_gen", "last_gen")
     all_gens = gen_events.select("group", F.col("generation_id").alias("gen")).distinct()
-    gen_members = all_gens.join(spans, "group").where(
+    gen_members = all_gens.join(F.broadcast(spans), "group").where(
         (F.col("gen") >= F.col("first_gen")) & (F.col("gen") <= F.col("last_gen"))
-    ).select("group", "member", "gen")
+    ).select("group", "member", "gen").cache()  # small; read three times below
     sets = gen_members.groupBy("group", "gen").agg(
         F.array_sort(F.collect_set("member")).alias("member_set"))
     ws = Window.partitionBy("group").orderBy("gen")

@@ -63,7 +63,13 @@ def test_overlaps_and_tolerance(audited: dict[str, Any]) -> None:
 
 
 def test_unowned_time(audited: dict[str, Any]) -> None:
-    per_partition = audited["unowned_by_partition"].set_index(["group", "partition"])["unowned_s"]
+    by_partition = audited["unowned_by_partition"].set_index(["group", "partition"])
+    assert by_partition["owners"].to_dict() == {
+        ("g", 0): 1, ("g", 1): 1, ("g", 2): 1, ("g", 3): 2, ("g", 4): 2, ("g", 5): 2,
+        ("z", 0): 2, ("z", 1): 3,
+    }  # fmt: skip
+    assert by_partition.loc[("z", 0), "intervals"] == 2  # E's redundant assignment opened none
+    per_partition = by_partition["unowned_s"]
     assert per_partition.round(6).to_dict() == {
         ("g", 0): 0.0, ("g", 1): 0.0, ("g", 2): 0.0,
         ("g", 3): 0.8, ("g", 4): 0.8, ("g", 5): 0.8,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,3 +40,19 @@ def test_cli_reports_missing_java(
 def test_local_master_detection() -> None:
     assert is_local_master(None) and is_local_master("local[2]")
     assert not is_local_master("spark://host:7077") and not is_local_master("yarn")
+
+
+@pytest.mark.spark
+def test_local_session_is_loopback_quiet_and_tuned(spark: Any) -> None:
+    """The local settings reach the running JVM, not only the builder's configuration."""
+    from aiogroup.analytics.session import LOCAL_JVM_OPTIONS
+
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
+    assert conf.get("spark.ui.enabled") == "false"
+    assert spark.conf.get("spark.sql.ui.explainMode") == "simple"
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    arguments = set(management.getRuntimeMXBean().getInputArguments())
+    assert set(LOCAL_JVM_OPTIONS) <= arguments
+    collectors = {b.getName() for b in management.getGarbageCollectorMXBeans()}
+    assert collectors == {"PS Scavenge", "PS MarkSweep"}  # -XX:+UseParallelGC took effect
