@@ -174,8 +174,8 @@ KIND_CODES = {"assigned": 0, "revoked": 1, "lost": 2}
 
 @dataclass
 class _Keys:
-    """Dense ids for names: ``members`` (gid, group, mid, member), ``topics`` (gid, group, tid,
-    topic). Ids follow the names' sort order, so ordering by id is ordering by name."""
+    """Dense ids for names: ``members`` (group, mid, member), ``topics`` (group, tid, topic).
+    Ids follow the names' sort order, so ordering by id is ordering by name."""
 
     members: DataFrame
     topics: DataFrame
@@ -184,7 +184,7 @@ class _Keys:
 def _keys(spark: SparkSession, events: DataFrame) -> _Keys:
     """Collect the distinct names (one small job) and number them on the driver.
 
-    Distinct groups, members and topics number in the thousands even for a large fleet; numbering
+    Distinct members and topics number in the thousands even for a large fleet; numbering
     them on the driver keeps ids exact and deterministic (no hashing, no collisions).
     """
     members = events.select("group", F.lit(0).alias("k"), F.col("member").alias("name"))
@@ -194,23 +194,20 @@ def _keys(spark: SparkSession, events: DataFrame) -> _Keys:
         (r["group"], r["k"], r["name"]) for r in members.union(topics).distinct().collect()
         if r["name"] is not None
     )
-    groups = {g: i for i, g in enumerate(sorted({g for g, _, _ in names}))}
-    rows: tuple[list[tuple[int, str, int, str]], list[tuple[int, str, int, str]]] = ([], [])
+    rows: tuple[list[tuple[str, int, str]], list[tuple[str, int, str]]] = ([], [])
     for group, k, name in names:
         table = rows[k]
-        table.append((groups[group], group, len(table), name))
+        table.append((group, len(table), name))
 
-    def frame(data: list[tuple[int, str, int, str]], id_: str, name: str) -> DataFrame:
+    def frame(data: list[tuple[str, int, str]], id_: str, name: str) -> DataFrame:
         schema = T.StructType([
-            T.StructField("gid", T.IntegerType(), False),
             T.StructField("group", T.StringType(), False),
             T.StructField(id_, T.IntegerType(), False),
             T.StructField(name, T.StringType(), False),
         ])
         # From pandas, Arrow hands the table to the JVM directly; a list would go through
         # Python worker processes every time a join broadcasts it.
-        table = pd.DataFrame(data, columns=schema.fieldNames()).astype(
-            {"gid": "int32", id_: "int32"})
+        table = pd.DataFrame(data, columns=schema.fieldNames()).astype({id_: "int32"})
         with warnings.catch_warnings():  # "PySpark does not yet fully support pandas >= 3"
             warnings.simplefilter("ignore", FutureWarning)
             return spark.createDataFrame(table, schema)
@@ -388,15 +385,13 @@ def _segments(intervals: DataFrame) -> DataFrame:
     """Sweep over interval boundaries: [t, next_t) segments with their owner count."""
     bounds = F.explode(
         F.array(
-            F.struct(F.col("start").alias("t"), F.lit(1).alias("delta"),
-                     F.col("generation_id").alias("gen")),
-            F.struct(F.col("end").alias("t"), F.lit(-1).alias("delta"),
-                     F.lit(None).cast("long").alias("gen")),
+            F.struct(F.col("start").alias("t"), F.lit(1).alias("delta")),
+            F.struct(F.col("end").alias("t"), F.lit(-1).alias("delta")),
         )
     )
     w = Window.partitionBy("pk").orderBy("t", "delta")
     swept = intervals.select("pk", bounds.alias("b")).select(
-        "pk", "b.t", "b.delta", "b.gen"
+        "pk", "b.t", "b.delta"
     ).select(
         "*",
         F.sum("delta").over(w.rowsBetween(Window.unboundedPreceding, 0)).alias("owners"),
