@@ -506,135 +506,116 @@ def _unowned(context: DataFrame, keys: _Keys) -> tuple[DataFrame, DataFrame]:
 
 
 def _moves(
-    context: DataFrame, events: DataFrame, members: DataFrame, keys: _Keys
+    context: DataFrame, events: DataFrame, members: DataFrame
 ) -> DataFrame:
     """Moves per generation against the minimum (definitions in the module docstring)."""
-    gen_events = events.where(F.col("generation_id").isNotNull())
-    # The context window gives every fact the rest needs: moves (charged to the deciding
-    # generation), holding changes (+1 to the new owner, -1 to the previous holder unless it had
-    # released, -1 on a release) and the first assignment. Holdings are per member (``mid``),
-    # moves and first assignments per topic (``tid``); both ids name their group.
-    ctx = context.where(F.col("generation_id").isNotNull()).select(
-        F.shiftright("pk", _PARTITION_BITS).cast("int").alias("tid"),
-        "mid", "generation_id", "released", "end_gen", "pm", "pr", "pg",
-    )
+    # Per member and generation, from the context window's previous interval (``pm``, ``pr``,
+    # ``pg``): ``delta`` changes what the member holds (+1 when it gets a partition; -1 to the
+    # previous holder when the next owner's assignment takes it over, unless it had released it;
+    # -1 on a release), ``moved`` counts hand-offs to another member, charged to the deciding
+    # generation and keyed by the previous holder, and ``new`` counts first assignments. Every
+    # id names its group, so group totals are sums over members.
+    def fact(id_: Any, gen: Any, delta: Any, moved: Any, new: Any) -> Any:
+        return F.struct(id_.cast("int").alias("mid"), gen.cast("long").alias("gen"),
+                        delta.cast("int").alias("delta"), moved.cast("int").alias("moved"),
+                        new.cast("int").alias("new"))
 
-    def fact(kind: int, id_: Any, gen: Any, value: int) -> Any:
-        return F.struct(F.lit(kind).alias("kind"), id_.cast("int").alias("id"),
-                        gen.cast("long").alias("gen"), F.lit(value).alias("value"))
-
-    hold, move, new = 0, 1, 2
+    pm, pr = F.col("pm"), F.col("pr")
     facts = F.explode(F.array(
-        fact(hold, F.col("mid"), F.col("generation_id"), 1),
-        F.when(F.col("pm").isNotNull() & ~F.col("pr"),
-               fact(hold, F.col("pm"), F.col("generation_id"), -1)),
-        F.when(F.col("released"), fact(hold, F.col("mid"), F.col("end_gen"), -1)),
-        F.when(F.col("pm").isNotNull() & (F.col("pm") != F.col("mid")),
-               fact(move, F.col("tid"), F.when(F.col("pr"), F.col("pg"))
-                    .otherwise(F.col("generation_id")), 1)),
-        F.when(F.col("pm").isNull(), fact(new, F.col("tid"), F.col("generation_id"), 1)),
+        fact(F.col("mid"), F.col("generation_id"), F.lit(1), F.lit(0), pm.isNull()),
+        F.when(pm.isNotNull(), fact(pm, F.when(pr, F.col("pg")).otherwise(F.col("generation_id")),
+                                    F.when(pr, 0).otherwise(-1), pm != F.col("mid"), F.lit(0))),
+        F.when(F.col("released"), fact(F.col("mid"), F.col("end_gen"), F.lit(-1), F.lit(0),
+                                       F.lit(0))),
     ))
-    summed = (
-        ctx.select(facts.alias("f"))
-        .where(F.col("f").isNotNull())
-        .groupBy("f.kind", "f.id", "f.gen")
-        .agg(F.sum("f.value").alias("value"))
-        .cache()
+    per_member = (
+        context.where(F.col("generation_id").isNotNull())
+        .select(facts.alias("f")).where(F.col("f").isNotNull()).select("f.*")
+        .groupBy("mid", "gen")
+        .agg(*(F.sum(c).alias(c) for c in ("delta", "moved", "new")))
+        .join(F.broadcast(members.select("mid", "group")), "mid")
+        .cache()  # small (members x generations); read twice below
     )
-    members_dim = F.broadcast(keys.members.select(F.col("mid").alias("id"), "group", "member"))
-    topics_dim = F.broadcast(keys.topics.select(F.col("tid").alias("id"), "group"))
-    deltas = summed.where(F.col("kind") == hold).join(members_dim, "id").select(
-        "group", "member", "gen", F.col("value").alias("delta"))
-    per_topic = summed.where(F.col("kind") != hold).join(topics_dim, "id").groupBy(
-        "group", "kind", "gen").agg(F.sum("value").alias("value"))
-    moved = per_topic.where(F.col("kind") == move).select(
-        "group", F.col("gen").alias("generation_id"), F.col("value").alias("moved"))
-    firsts = per_topic.where(F.col("kind") == new).select(
-        "group", "gen", F.col("value").alias("new"))
 
-    # Membership epochs: consecutive generations with the same members are one rebalance as far
-    # as the minimum goes (cooperative follow-up rounds, KIP-429); the minimum is charged to the
-    # first generation of each epoch.
-    # A member is in every generation from its first to its last observed one: peers run no
-    # callback in a round that changes nothing for them, so single observations have holes.
-    spans = members.where(F.col("first_gen").isNotNull()).select(
-        "group", "member", "first_gen", "last_gen")
-    all_gens = gen_events.select("group", F.col("generation_id").alias("gen")).distinct()
-    gen_members = all_gens.join(F.broadcast(spans), "group").where(
-        (F.col("gen") >= F.col("first_gen")) & (F.col("gen") <= F.col("last_gen"))
-    ).select("group", "member", "gen").cache()  # small; read three times below
-    sets = gen_members.groupBy("group", "gen").agg(
-        F.array_sort(F.collect_set("member")).alias("member_set"))
-    ws = Window.partitionBy("group").orderBy("gen")
-    sets = sets.withColumn("prev_set", F.lag("member_set").over(ws)).withColumn(
-        "epoch_start", F.col("prev_set").isNull() | (F.col("prev_set") != F.col("member_set")))
-    starts = sets.where(F.col("epoch_start")).select("group", "gen")
-    at_starts = gen_members.join(starts, ["group", "gen"])
-    # holdings of each member just before g: query rows (order 0) sort before their own
-    # generation's deltas (order 1)
-    wm = Window.partitionBy("group", "member").orderBy("gen", "order").rowsBetween(
-        Window.unboundedPreceding, 0)
-    held = (
-        deltas.select("group", "member", "gen", "delta", F.lit(1).alias("order"))
-        .unionByName(at_starts.select("group", "member", "gen", F.lit(0).alias("delta"),
-                                    F.lit(0).alias("order")))
-        .withColumn("held", F.sum("delta").over(wm))
-        .where(F.col("order") == 0)
-        .select("group", "member", "gen", "held")
-    )
-    wg = Window.partitionBy("group").orderBy("gen", "order").rowsBetween(
-        Window.unboundedPreceding, 0)
-    group_deltas = deltas.groupBy("group", "gen").agg(F.sum("delta").alias("delta"))
-    # query rows see the deltas of earlier generations and the partitions first assigned up to
-    # and including their own (order -1)
-    held_total = (
-        group_deltas.select("group", "gen", "delta", F.lit(0).alias("new"), F.lit(1).alias("order"))
-        .unionByName(firsts.select("group", "gen", F.lit(0).alias("delta"), "new",
-                                   F.lit(-1).alias("order")))
-        .unionByName(starts.select("group", "gen", F.lit(0).alias("delta"), F.lit(0).alias("new"),
-                                   F.lit(0).alias("order")))
-        .withColumn("held_before", F.sum("delta").over(wg))
-        .withColumn("partitions", F.sum("new").over(wg))
-        .where(F.col("order") == 0)
-        .select("group", "gen", "held_before", "partitions")
-    )
-    wr = Window.partitionBy("group", "gen").orderBy(F.desc("held"), "member")
-    wq = Window.partitionBy("group", "gen")
-    quotas = (
-        held.withColumn("rank", F.row_number().over(wr))
-        .withColumn("m", F.count(F.lit(1)).over(wq))
-        .join(held_total, ["group", "gen"])
-        .withColumn("base", F.floor(F.col("partitions") / F.col("m")))
-        .withColumn("extra", F.col("partitions") - F.col("base") * F.col("m"))
-        .withColumn("quota", F.col("base") + (F.col("rank") <= F.col("extra")).cast("long"))
-        .withColumn("excess", F.greatest(F.col("held") - F.col("quota"), F.lit(0)))
-    )
-    minimum = quotas.groupBy("group", "gen").agg(
-        F.first("partitions").alias("partitions"),
-        F.first("held_before").alias("held_before"),
-        F.sum("held").alias("held_by_members"),
-        F.sum("excess").alias("excess"),
-    ).select(
+    # Per generation of each group. A member is in every generation from its first to its last
+    # observed one (peers run no callback in a round that changes nothing for them, so single
+    # observations have holes); since both ends are observed generations, the member set changes
+    # between consecutive observed generations exactly where a member's first generation is the
+    # later one or its last generation the earlier one. Such a generation starts a membership
+    # epoch (consecutive generations with the same members are one rebalance as far as the
+    # minimum goes: cooperative follow-up rounds, KIP-429) and carries the epoch's minimum.
+    spans = members.where(F.col("first_gen").isNotNull())
+    zero = F.lit(0).cast("long")
+    observed = events.where(F.col("generation_id").isNotNull()).select(
+        "group", F.col("generation_id").alias("gen"), zero.alias("joins"), zero.alias("lefts"),
+        zero.alias("delta"), zero.alias("moved"), zero.alias("new"))
+    ends = spans.select("group", F.explode(F.array(
+        F.struct(F.col("first_gen").alias("gen"), F.lit(1).cast("long").alias("joins"),
+                 zero.alias("lefts")),
+        F.struct(F.col("last_gen").alias("gen"), zero.alias("joins"),
+                 F.lit(1).cast("long").alias("lefts")),
+    )).alias("e")).select("group", "e.*", zero.alias("delta"), zero.alias("moved"),
+                          zero.alias("new"))
+    changes = per_member.select("group", "gen", zero.alias("joins"), zero.alias("lefts"),
+                                "delta", "moved", "new")
+    totals = observed.unionByName(ends).unionByName(changes).groupBy("group", "gen").agg(
+        *(F.sum(c).alias(c) for c in ("joins", "lefts", "delta", "moved", "new")))
+    w = Window.partitionBy("group").orderBy("gen")
+    upto = w.rowsBetween(Window.unboundedPreceding, 0)
+    per_gen = totals.select(
         "group",
         "gen",
-        "partitions",
-        (F.col("held_before") - F.col("held_by_members") + F.col("excess")).alias("min_moves"),
+        "moved",
+        (F.sum("joins").over(upto) - F.sum("lefts").over(upto) + F.col("lefts"))
+        .cast("int").alias("members"),
+        (F.lag("gen").over(w).isNull() | (F.col("joins") > 0)
+         | (F.coalesce(F.lag("lefts").over(w), F.lit(0)) > 0)).alias("epoch_start"),
+        F.sum("new").over(upto).alias("partitions"),
+        # holdings before g: the changes of earlier generations
+        (F.sum("delta").over(upto) - F.col("delta")).alias("held_before"),
+    ).cache()  # small (generations); read twice below
+
+    # Each member's holdings just before each epoch start: query rows (order 0) sort before
+    # their own generation's changes (order 1). The ceil quotas go to the members holding most;
+    # which of equal holders gets one does not change the excess.
+    starts = per_gen.where(F.col("epoch_start")).select(
+        "group", "gen", F.col("members").alias("m"), "partitions", "held_before")
+    at_starts = starts.join(F.broadcast(spans.select("group", "mid", "first_gen", "last_gen")),
+                            "group").where(
+        (F.col("gen") >= F.col("first_gen")) & (F.col("gen") <= F.col("last_gen"))
+    ).select("mid", "gen", zero.alias("delta"), F.lit(0).alias("order"), "group", "m",
+             "partitions", "held_before")
+    wm = Window.partitionBy("mid").orderBy("gen", "order").rowsBetween(
+        Window.unboundedPreceding, 0)
+    none = F.lit(None)
+    held = (
+        per_member.select(
+            "mid", "gen", F.col("delta").cast("long").alias("delta"), F.lit(1).alias("order"),
+            none.cast("string").alias("group"), none.cast("int").alias("m"),
+            none.cast("long").alias("partitions"), none.cast("long").alias("held_before"))
+        .unionByName(at_starts)
+        .withColumn("held", F.sum("delta").over(wm))
+        .where(F.col("order") == 0)
     )
-    per_gen = sets.join(minimum, ["group", "gen"], "left").select(
+    wr = Window.partitionBy("group", "gen").orderBy(F.desc("held"), "mid")
+    base = F.floor(F.col("partitions") / F.col("m"))
+    quota = base + (F.row_number().over(wr) <= F.col("partitions") - base * F.col("m")).cast(
+        "long")
+    minimum = held.select(
+        "group", "gen", "held", "held_before",
+        F.greatest(F.col("held") - quota, F.lit(0)).alias("excess"),
+    ).groupBy("group", "gen").agg(
+        (F.first("held_before") - F.sum("held") + F.sum("excess")).alias("min_moves"))
+    return per_gen.join(minimum, ["group", "gen"], "left").select(
         "group",
         F.col("gen").alias("generation_id"),
-        F.size("member_set").alias("members"),
+        "members",
         "epoch_start",
-        "partitions",
-        "min_moves",
+        F.when(F.col("epoch_start"), F.col("partitions")).alias("partitions"),
+        F.coalesce("min_moves", F.lit(0)).alias("min_moves"),
+        "moved",
+        (F.col("moved") - F.coalesce("min_moves", F.lit(0))).alias("extra_moves"),
     )
-    return (
-        per_gen.join(moved, ["group", "generation_id"], "full")
-        .fillna({"moved": 0, "min_moves": 0, "epoch_start": False})
-        .withColumn("extra_moves", F.col("moved") - F.col("min_moves"))
-    )
-
-
 
 
 def _latency(events: DataFrame) -> DataFrame:
@@ -757,7 +738,7 @@ def run_audit(
         "overlaps": _overlaps(context, keys, tolerance_s),
         "unowned_by_partition": unowned_partition,
         "unowned_by_generation": unowned_generation,
-        "moves_by_generation": _moves(context, events, members, keys),
+        "moves_by_generation": _moves(context, events, members),
         "latency": _latency(events),
         "latency_histogram": _latency_histogram(events),
         "members": _member_summary(events, context, members),
