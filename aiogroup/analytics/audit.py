@@ -275,24 +275,27 @@ def _intervals(rows: DataFrame, members: DataFrame) -> DataFrame:
 
     An assigned row that follows a release (or nothing) opens an interval, which the first later
     release closes. Other assigned rows (already owned) and releases of unowned partitions are
-    redundant; the member summary counts them (partition rows minus intervals). Keeping only the
-    rows that change ownership leaves strictly alternating rows, so an opening row's release is
-    the next row: both windows share one sort.
+    redundant; the member summary counts them (partition rows minus intervals). One window pass
+    over the member's rows of the partition gives all three: the previous row's kind, the next
+    release (``lead ... IGNORE NULLS`` over releases only, amortised linear), and whether any
+    assigned row came before (the member's first interval there, which counts owners).
     """
     # The hash leads the sort key: (partition, member) groups then differ in the sort prefix and
     # the sort compares whole rows only within a group (a handful of rows).
     w = Window.partitionBy("h", "pk", "mid").orderBy("ts", "seq", "t")
     rows = rows.withColumn("h", F.xxhash64("pk", "mid"))
-    is_assign = F.col("kind") == KIND_CODES["assigned"]
-    changes = rows.select(
-        "*", F.coalesce(F.lag(is_assign).over(w), F.lit(False)).alias("prev_assign")
-    ).where(is_assign != F.col("prev_assign"))
-    opened = changes.select(
+    assigned = KIND_CODES["assigned"]
+    is_assign = F.col("kind") == assigned
+    next_release = F.expr(
+        f"lead(CASE WHEN kind <> {assigned} THEN "
+        "named_struct('t', t, 'kind', kind, 'gen', gen, 'coop', coop) END) IGNORE NULLS")
+    opened = rows.select(
         "*",
-        F.lead(F.struct("t", "kind", "gen", "coop")).over(w).alias("release"),
-        # the member's first interval on this partition (counts owners without a distinct)
-        F.lag("kind").over(w).isNull().alias("first_own"),
-    ).where(is_assign)
+        F.coalesce(F.lag(is_assign).over(w), F.lit(False)).alias("prev_assign"),
+        next_release.over(w).alias("release"),
+        F.coalesce(F.max(is_assign).over(w.rowsBetween(Window.unboundedPreceding, -1)),
+                   F.lit(False)).alias("assigned_before"),
+    ).where(is_assign & ~F.col("prev_assign")).withColumn("first_own", ~F.col("assigned_before"))
     return opened.join(
         F.broadcast(members.select("mid", "member_end", "last_gen")), "mid", "left"
     ).select(
@@ -327,16 +330,22 @@ def _with_context(intervals: DataFrame) -> DataFrame:
       ended: one running max gives both, with no explode of interval boundaries.
     * ``pm``, ``pr``, ``pg``: the member, ``released`` and ``end_gen`` of the previous interval
       with a known generation (the moves and holdings).
+    * ``prev_gen``: the highest generation of the intervals that started before it (tells
+      whether the gaps' generations rise with time, see ``_unowned``).
     """
     w = Window.partitionBy("pk").orderBy("start", "end", "mid")
     before = w.rowsBetween(Window.unboundedPreceding, -1)
     known = F.col("generation_id").isNotNull()
     prev = F.last(F.when(known, F.struct("mid", "released", "end_gen")), ignorenulls=True)
     return intervals.select(
-        "*", F.max("end").over(before).alias("prev_end"), prev.over(before).alias("prev")
+        "*",
+        F.max("end").over(before).alias("prev_end"),
+        F.max("generation_id").over(before).alias("prev_gen"),
+        prev.over(before).alias("prev"),
     ).select(
         *intervals.columns,
         "prev_end",
+        "prev_gen",
         F.col("prev.mid").alias("pm"),
         F.col("prev.released").alias("pr"),
         F.col("prev.end_gen").alias("pg"),
@@ -403,18 +412,58 @@ def _segments(intervals: DataFrame) -> DataFrame:
         "pk", "t", "next_t", "owners")
 
 
-def _overlaps(context: DataFrame, keys: _Keys, tolerance_s: float) -> DataFrame:
+def _gap_s() -> Any:
+    """The unowned time an interval closes (null when it starts before an earlier one ended)."""
+    return F.when(F.col("start") > F.col("prev_end"), F.col("start") - F.col("prev_end"))
+
+
+def _gap_gen() -> Any:
+    """The generation a gap is charged to (see ``_unowned``)."""
+    return F.when(F.col("end") > F.col("start"), F.col("generation_id"))
+
+
+def _shares_time() -> Any:
+    """The interval starts before an earlier one of its partition ended (an overlap).
+
+    Plain comparisons: ``least`` would skip a null ``prev_end`` and flag every first interval.
+    """
+    return (F.col("prev_end") > F.col("start")) & (F.col("end") > F.col("start"))
+
+
+def _gaps_out_of_order() -> Any:
+    """A gap whose generation is unknown or not above every earlier interval's generation."""
+    gen = _gap_gen()
+    return _gap_s().isNotNull() & (
+        gen.isNull() | (F.col("prev_gen").isNotNull() & (gen <= F.col("prev_gen"))))
+
+
+@dataclass
+class _Checks:
+    """What one look at the cached intervals tells the planner (one small job)."""
+
+    overlaps: bool
+    gaps_out_of_order: bool
+
+
+def _checks(context: DataFrame) -> _Checks:
+    row = context.select(
+        F.max(_shares_time()).alias("overlaps"),
+        F.max(_gaps_out_of_order()).alias("gaps_out_of_order"),
+    ).first()
+    return _Checks(overlaps=bool(row and row["overlaps"]),
+                   gaps_out_of_order=bool(row and row["gaps_out_of_order"]))
+
+
+def _overlaps(context: DataFrame, keys: _Keys, tolerance_s: float, any_: bool) -> DataFrame:
     """Overlap episodes: the exact boundary sweep, run only for partitions that have any.
 
     Ordered by start, an interval shares time with an earlier one exactly when it starts before
     the running max of their ends (``prev_end``): that finds every partition with an overlap
     (usually none or few), and the sweep over just those partitions finds the episodes. When
-    there are none (one quick look at the cached intervals), the result is the empty dataset
-    without planning the sweep at all.
+    there are none (``any_`` false, from ``_checks``), the result is the empty dataset without
+    planning the sweep at all.
     """
-    # (plain comparisons: ``least`` would skip a null prev_end and flag every first interval)
-    shared = context.where((F.col("prev_end") > F.col("start")) & (F.col("end") > F.col("start")))
-    suspects = shared.select("pk").distinct()
+    suspects = context.where(_shares_time()).select("pk").distinct()
     intervals = context.join(F.broadcast(suspects), "pk", "left_semi").select(
         "pk", "mid", "generation_id", "start", "end")
     segments = _segments(intervals)
@@ -452,25 +501,26 @@ def _overlaps(context: DataFrame, keys: _Keys, tolerance_s: float) -> DataFrame:
         .withColumn("violation", F.col("duration_s") > F.lit(float(tolerance_s)))
     )
     # limit 0 is planned as an empty local relation: none of the sweep runs
-    return episodes_out.limit(0) if shared.isEmpty() else episodes_out
+    return episodes_out if any_ else episodes_out.limit(0)
 
 
-def _unowned(context: DataFrame, keys: _Keys) -> tuple[DataFrame, DataFrame]:
+def _unowned(
+    context: DataFrame, keys: _Keys, gaps_out_of_order: bool
+) -> tuple[DataFrame, DataFrame]:
     """Gaps from the running max: an interval starting after all earlier ones ended closes one.
 
     The gap is charged to the interval that closes it, as a boundary sweep would (its next
     boundary is that start); when a zero-length interval starts there, the sweep's next boundary
     is that interval's end (ends sort before starts), which carries no generation.
+
+    ``partitions`` per generation counts distinct partitions. When every gap's generation is
+    above those of all earlier intervals of its partition (``gaps_out_of_order`` false, the
+    normal case: generations rise with time), no partition has two gaps in one generation and a
+    plain count is exact; otherwise a distinct count over (partition, generation) runs.
     """
-    gap = F.when(F.col("start") > F.col("prev_end"), F.col("start") - F.col("prev_end"))
     marked = context.select(
-        "pk",
-        "mid",
-        "start",
-        "end",
-        "first_own",
-        gap.alias("gap_s"),
-        F.when(F.col("end") > F.col("start"), F.col("generation_id")).alias("gap_gen"),
+        "pk", "mid", "start", "end", "first_own", _gap_s().alias("gap_s"),
+        _gap_gen().alias("gap_gen"),
     )
     per_pk = marked.groupBy("pk").agg(
         F.count(F.lit(1)).alias("intervals"),
@@ -490,7 +540,7 @@ def _unowned(context: DataFrame, keys: _Keys) -> tuple[DataFrame, DataFrame]:
     # per topic first (a partition key is one topic's), then per group
     per_topic = gaps.groupBy("tid", F.col("gap_gen").alias("generation_id")).agg(
         F.sum("gap_s").alias("unowned_partition_s"),
-        F.countDistinct("pk").alias("partitions"),
+        (F.countDistinct("pk") if gaps_out_of_order else F.count(F.lit(1))).alias("partitions"),
         F.count(F.lit(1)).alias("gaps"),
         F.max("gap_s").alias("max_gap_s"),
     )
@@ -730,12 +780,13 @@ def run_audit(
     rows = _partition_rows(events, keys, n)
     # One shuffle of the intervals by partition and one sort feed every per-partition result.
     context = _with_context(_intervals(rows, members).repartition(n, "pk")).cache()
-    unowned_partition, unowned_generation = _unowned(context, keys)
+    checks = _checks(context)
+    unowned_partition, unowned_generation = _unowned(context, keys, checks.gaps_out_of_order)
     result = AuditResult(label=label, tolerance_s=tolerance_s)
     result.datasets = {
         "input_quality": _input_quality(classified),
         "intervals": _intervals_out(context, keys),
-        "overlaps": _overlaps(context, keys, tolerance_s),
+        "overlaps": _overlaps(context, keys, tolerance_s, checks.overlaps),
         "unowned_by_partition": unowned_partition,
         "unowned_by_generation": unowned_generation,
         "moves_by_generation": _moves(context, events, members),
