@@ -97,6 +97,22 @@ EVENT_SCHEMA = T.StructType(
 )
 
 
+OVERLAP_SCHEMA = T.StructType(
+    [
+        T.StructField("group", T.StringType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("start", T.DoubleType()),
+        T.StructField("end", T.DoubleType()),
+        T.StructField("max_owners", T.LongType()),
+        T.StructField("members", T.ArrayType(T.StringType())),
+        T.StructField("generations", T.ArrayType(T.LongType())),
+        T.StructField("duration_s", T.DoubleType()),
+        T.StructField("violation", T.BooleanType()),
+    ]
+)
+
+
 @dataclass
 class AuditResult:
     """Every result of one audit, as Spark DataFrames (one Parquet dataset each)."""
@@ -461,8 +477,10 @@ def _overlaps(context: DataFrame, keys: _Keys, tolerance_s: float, any_: bool) -
     the running max of their ends (``prev_end``): that finds every partition with an overlap
     (usually none or few), and the sweep over just those partitions finds the episodes. When
     there are none (``any_`` false, from ``_checks``), the result is the empty dataset without
-    planning the sweep at all.
+    building the sweep at all.
     """
+    if not any_:
+        return context.sparkSession.createDataFrame([], OVERLAP_SCHEMA)
     suspects = context.where(_shares_time()).select("pk").distinct()
     intervals = context.join(F.broadcast(suspects), "pk", "left_semi").select(
         "pk", "mid", "generation_id", "start", "end")
@@ -500,8 +518,7 @@ def _overlaps(context: DataFrame, keys: _Keys, tolerance_s: float, any_: bool) -
         )
         .withColumn("violation", F.col("duration_s") > F.lit(float(tolerance_s)))
     )
-    # limit 0 is planned as an empty local relation: none of the sweep runs
-    return episodes_out if any_ else episodes_out.limit(0)
+    return episodes_out
 
 
 def _unowned(
@@ -626,8 +643,7 @@ def _moves(
     ).cache()  # small (generations); read twice below
 
     # Each member's holdings just before each epoch start: query rows (order 0) sort before
-    # their own generation's changes (order 1). The ceil quotas go to the members holding most;
-    # which of equal holders gets one does not change the excess.
+    # their own generation's changes (order 1).
     starts = per_gen.where(F.col("epoch_start")).select(
         "group", "gen", F.col("members").alias("m"), "partitions", "held_before")
     at_starts = starts.join(F.broadcast(spans.select("group", "mid", "first_gen", "last_gen")),
@@ -647,15 +663,22 @@ def _moves(
         .withColumn("held", F.sum("delta").over(wm))
         .where(F.col("order") == 0)
     )
-    wr = Window.partitionBy("group", "gen").orderBy(F.desc("held"), "mid")
+    # With N partitions and M members, ``base`` = floor(N/M) and the ``extra`` = N - base*M
+    # members holding most get base + 1. Only members above base give anything up: each gives
+    # held - base, less one for each of the (at most ``extra``) that got a ceil quota.
     base = F.floor(F.col("partitions") / F.col("m"))
-    quota = base + (F.row_number().over(wr) <= F.col("partitions") - base * F.col("m")).cast(
-        "long")
-    minimum = held.select(
-        "group", "gen", "held", "held_before",
-        F.greatest(F.col("held") - quota, F.lit(0)).alias("excess"),
-    ).groupBy("group", "gen").agg(
-        (F.first("held_before") - F.sum("held") + F.sum("excess")).alias("min_moves"))
+    above = F.col("held") > base
+    minimum = held.groupBy("group", "gen").agg(
+        F.first("held_before").alias("held_before"),
+        F.sum("held").alias("held"),
+        F.sum(F.when(above, F.col("held") - base)).alias("over"),
+        F.sum(above.cast("long")).alias("over_members"),
+        F.first(F.col("partitions") - base * F.col("m")).alias("extra"),
+    ).select(
+        "group", "gen",
+        (F.col("held_before") - F.col("held") + F.coalesce(F.col("over"), F.lit(0))
+         - F.least(F.col("extra"), F.col("over_members"))).alias("min_moves"),
+    )
     return per_gen.join(minimum, ["group", "gen"], "left").select(
         "group",
         F.col("gen").alias("generation_id"),
