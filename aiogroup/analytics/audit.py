@@ -479,8 +479,9 @@ def _overlaps(context: DataFrame, keys: _Keys, tolerance_s: float, any_: bool) -
     there are none (``any_`` false, from ``_checks``), the result is the empty dataset without
     building the sweep at all.
     """
-    if not any_:
-        return context.sparkSession.createDataFrame([], OVERLAP_SCHEMA)
+    if not any_:  # an empty relation planned in the JVM (a Python list would start a worker)
+        return context.sparkSession.range(0).select(
+            *(F.lit(None).cast(f.dataType).alias(f.name) for f in OVERLAP_SCHEMA.fields))
     suspects = context.where(_shares_time()).select("pk").distinct()
     intervals = context.join(F.broadcast(suspects), "pk", "left_semi").select(
         "pk", "mid", "generation_id", "start", "end")
