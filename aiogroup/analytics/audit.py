@@ -297,9 +297,16 @@ def _intervals(rows: DataFrame, members: DataFrame) -> DataFrame:
     assigned row came before (the member's first interval there, which counts owners).
     """
     # The hash leads the sort key: (partition, member) groups then differ in the sort prefix and
-    # the sort compares whole rows only within a group (a handful of rows).
+    # the sort compares whole rows only within a group (a handful of rows). A radix sort on the
+    # hash alone first (one long key) hands the window's sort rows already grouped, which it then
+    # orders in about linear time. The always-true filter on the task's partition id is not
+    # deterministic, so the optimizer keeps that first sort (it would drop it as redundant).
     w = Window.partitionBy("h", "pk", "mid").orderBy("ts", "seq", "t")
-    rows = rows.withColumn("h", F.xxhash64("pk", "mid"))
+    rows = (
+        rows.withColumn("h", F.xxhash64("pk", "mid"))
+        .sortWithinPartitions("h")
+        .where(F.spark_partition_id() >= 0)
+    )
     assigned = KIND_CODES["assigned"]
     is_assign = F.col("kind") == assigned
     next_release = F.expr(
