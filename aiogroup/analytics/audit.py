@@ -105,8 +105,8 @@ OVERLAP_SCHEMA = T.StructType(
         T.StructField("start", T.DoubleType()),
         T.StructField("end", T.DoubleType()),
         T.StructField("max_owners", T.LongType()),
-        T.StructField("members", T.ArrayType(T.StringType())),
-        T.StructField("generations", T.ArrayType(T.LongType())),
+        T.StructField("members", T.ArrayType(T.StringType(), containsNull=False)),
+        T.StructField("generations", T.ArrayType(T.LongType(), containsNull=False)),
         T.StructField("duration_s", T.DoubleType()),
         T.StructField("violation", T.BooleanType()),
     ]

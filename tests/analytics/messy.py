@@ -260,8 +260,7 @@ class _Group:
         rng = self.rng
         if first:
             n = rng.randint(1, min(3, len(self.pending)))
-            joiners = [self.pending.pop(0) for _ in range(n)]
-            return joiners, [], []
+            return [self.pending.pop(0) for _ in range(n)], [], []
         joiners: list[str] = []
         remaining = self.first_gen + self.n_gens - 1 - self.gen  # rounds left, at most
         if self.pending and (rng.random() < 0.4 or len(self.pending) >= remaining):
