@@ -56,3 +56,6 @@ def test_local_session_is_loopback_quiet_and_tuned(spark: Any) -> None:
     assert set(LOCAL_JVM_OPTIONS) <= arguments
     collectors = {b.getName() for b in management.getGarbageCollectorMXBeans()}
     assert collectors == {"PS Scavenge", "PS MarkSweep"}  # -XX:+UseParallelGC took effect
+    # sort and aggregation pages off the heap, in the running context's configuration
+    assert conf.get("spark.memory.offHeap.enabled") == "true"
+    assert int(conf.get("spark.memory.offHeap.size").rstrip("m")) >= 512
