@@ -788,19 +788,19 @@ def _input_quality(classified: DataFrame) -> DataFrame:
     ).agg(F.count(F.lit(1)).alias("lines"))
 
 
-def run_audit(
-    spark: SparkSession,
-    paths: Sequence[str],
-    *,
-    tolerance_s: float = 0.05,
-    label: str = "events",
-) -> AuditResult:
-    """Build every result DataFrame; the caller writes or collects them.
+@dataclass
+class _Prepared:
+    """The cached inputs every result is built from."""
 
-    Two steps run here: numbering the names (one small job over the cached events) and checking
-    whether any partition had two owners at once, which computes and caches the intervals that
-    every result reads.
-    """
+    classified: DataFrame
+    events: DataFrame
+    keys: _Keys
+    members: DataFrame
+    context: DataFrame
+
+
+def _prepare(spark: SparkSession, paths: Sequence[str]) -> _Prepared:
+    """Read and classify the events, number the names, and plan the cached interval context."""
     classified = classify(read_events(spark, paths)).cache()
     events = _events(classified)
     keys = _keys(spark, events)
@@ -811,6 +811,25 @@ def run_audit(
     rows = _partition_rows(events, keys, n)
     # One shuffle of the intervals by partition and one sort feed every per-partition result.
     context = _with_context(_intervals(rows, members).repartition(n, "pk")).cache()
+    return _Prepared(classified, events, keys, members, context)
+
+
+def run_audit(
+    spark: SparkSession,
+    paths: Sequence[str],
+    *,
+    tolerance_s: float = 0.05,
+    label: str = "events",
+) -> AuditResult:
+    """Build every result DataFrame; the caller writes or collects them.
+
+    Jobs run here: numbering the names (one small job over the cached events) and one look at
+    the cached intervals (``_checks``: any overlap, are gaps' generations in order), which
+    computes the intervals every result reads and decides which plans to build.
+    """
+    prepared = _prepare(spark, paths)
+    classified, events, keys, members, context = (
+        prepared.classified, prepared.events, prepared.keys, prepared.members, prepared.context)
     checks = _checks(context)
     unowned_partition, unowned_generation = _unowned(context, keys, checks.gaps_out_of_order)
     result = AuditResult(label=label, tolerance_s=tolerance_s)

@@ -27,13 +27,8 @@ def _context(spark: Any, files: list[str]) -> tuple[Any, Any]:
     """The cached per-interval context and the name keys, as run_audit builds them."""
     from aiogroup.analytics import audit as A
 
-    events = A._events(A.classify(A.read_events(spark, files)))
-    keys = A._keys(spark, events)
-    members = A._member_info(events, keys)
-    n = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    rows = A._partition_rows(events, keys, n)
-    context = A._with_context(A._intervals(rows, members).repartition(n, "pk")).cache()
-    return context, keys
+    prepared = A._prepare(spark, files)
+    return prepared.context, prepared.keys
 
 
 def _rows(df: Any) -> list[tuple[Any, ...]]:
