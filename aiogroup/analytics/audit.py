@@ -360,6 +360,23 @@ def _with_context(intervals: DataFrame) -> DataFrame:
     before = w.rowsBetween(Window.unboundedPreceding, -1)
     known = F.col("generation_id").isNotNull()
     prev = F.last(F.when(known, F.struct("mid", "released", "end_gen")), ignorenulls=True)
+    # A radix sort on one long that orders almost like (partition, start) runs first, so the
+    # window's own sort (every comparison within a partition compares whole rows) finds the rows
+    # nearly in order. The long is 11 bits of topic id, 20 of partition, 32 of start in
+    # milliseconds: beyond those ranges (or for a history spanning 49 days) it orders less well
+    # and the window's sort does more work, with the same result. As in ``_intervals``, the
+    # non-deterministic filter keeps the optimizer from dropping the first sort.
+    pk = F.col("pk")
+    topic_partition = F.shiftleft(F.shiftright(pk, _PARTITION_BITS).bitwiseAND(0x7FF), 20) \
+        .bitwiseOR(pk.bitwiseAND(0xFFFFF))
+    start_ms = F.when(F.abs(F.col("start")) < 1e15, (F.col("start") * 1000).cast("long")) \
+        .otherwise(F.lit(0).cast("long")).bitwiseAND(0xFFFFFFFF)
+    intervals = (
+        intervals.withColumn("_o", F.shiftleft(topic_partition, 32).bitwiseOR(start_ms))
+        .sortWithinPartitions("_o")
+        .where(F.spark_partition_id() >= 0)
+        .drop("_o")
+    )
     return intervals.select(
         "*",
         F.max("end").over(before).alias("prev_end"),

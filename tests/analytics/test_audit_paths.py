@@ -107,3 +107,26 @@ def test_minimum_with_tied_holders(spark: Any, tmp_path: Path) -> None:
     # (group, generation, members, epoch_start, partitions, min_moves, moved, extra_moves)
     assert got[2] == ("q", 2, 4, True, 10, 2, 2, 0)
     assert got[1][3] and got[1][5] == 0
+
+
+def test_presort_outside_its_ranges_changes_nothing(spark: Any, tmp_path: Path) -> None:
+    """The per-partition window's presort packs 20 bits of partition and 32 bits of start in
+    milliseconds. Partitions beyond 2**20 and starts whose milliseconds wrap past 2**32 (at
+    4,294,967.296 s) order less well there; the answers must not change."""
+    from aiogroup.analytics.audit import run_audit
+
+    r = Recorder(tmp_path / "wide")
+    parts = {"t": [5, 2**20 + 3, 2**31 - 1]}
+    base = 4_294_960.0  # the wrap falls between generations 2 and 3
+    for g, member in enumerate(["A", "B", "A", "B"], start=1):
+        t = base + 3.0 * g
+        r.parts("w", member, "assigned", g, EAGER, parts, t, t + 0.1)
+        r.parts("w", member, "revoked", g, EAGER, parts, t + 2.0, t + 2.1)
+    result = run_audit(spark, _files(r.write())).datasets
+    per_partition = _rows(result["unowned_by_partition"].select(
+        "partition", "intervals", "owners", "gaps", "unowned_s"))
+    assert [row[:4] for row in per_partition] == [
+        (5, 4, 2, 3), (2**20 + 3, 4, 2, 3), (2**31 - 1, 4, 2, 3)]
+    for row in per_partition:  # three gaps of 0.9 s between a revoke's end and the next start
+        assert row[4] == pytest.approx(2.7, abs=1e-6)
+    assert _rows(result["overlaps"]) == []
