@@ -45,12 +45,14 @@ def test_local_master_detection() -> None:
 @pytest.mark.spark
 def test_local_session_is_loopback_quiet_and_tuned(spark: Any) -> None:
     """The local settings reach the running JVM, not only the builder's configuration."""
-    from aiogroup.analytics.session import LOCAL_JVM_OPTIONS
+    from aiogroup.analytics.session import CODEGEN_CACHE_ENTRIES, LOCAL_JVM_OPTIONS
 
     conf = spark.sparkContext.getConf()
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
     assert conf.get("spark.ui.enabled") == "false"
     assert spark.conf.get("spark.sql.ui.explainMode") == "simple"
+    # a static SQL setting: only a value given before the JVM's SQL context exists counts
+    assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == str(CODEGEN_CACHE_ENTRIES)
     management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
     arguments = set(management.getRuntimeMXBean().getInputArguments())
     assert set(LOCAL_JVM_OPTIONS) <= arguments
