@@ -39,20 +39,27 @@ ROUND_S = 10.0
 TARGET_S = 30.0
 
 
+def _children() -> list[str]:
+    """Pids of this process's children (the local Spark JVM)."""
+    return subprocess.run(
+        ["pgrep", "-P", str(os.getpid())], capture_output=True, text=True, check=False
+    ).stdout.split()
+
+
+def _cpu_ticks(stat_path: str) -> int:
+    """utime + stime from a /proc stat file (fields after the parenthesised name)."""
+    with open(stat_path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def jvm_cpu_s() -> float:
     """CPU seconds used so far by this process's children (the local Spark JVM), from /proc.
 
     On a shared machine wall time depends on the neighbours; CPU time shows the work done.
     """
     try:
-        kids = subprocess.run(
-            ["pgrep", "-P", str(os.getpid())], capture_output=True, text=True, check=False
-        ).stdout.split()
-        total = 0
-        for kid in kids:
-            with open(f"/proc/{kid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+        total = sum(_cpu_ticks(f"/proc/{kid}/stat") for kid in _children())
         return total / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return float("nan")
@@ -75,10 +82,7 @@ def jvm_thread_cpu() -> dict[str, float]:
     """
     roles = {role: 0.0 for _, role in THREAD_ROLES}
     tick = os.sysconf("SC_CLK_TCK")
-    kids = subprocess.run(
-        ["pgrep", "-P", str(os.getpid())], capture_output=True, text=True, check=False
-    ).stdout.split()
-    for kid in kids:
+    for kid in _children():
         try:
             tids = os.listdir(f"/proc/{kid}/task")
         except OSError:
@@ -87,13 +91,12 @@ def jvm_thread_cpu() -> dict[str, float]:
             try:
                 with open(f"/proc/{kid}/task/{tid}/comm") as f:
                     comm = f.read().strip()
-                with open(f"/proc/{kid}/task/{tid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
+                ticks = _cpu_ticks(f"/proc/{kid}/task/{tid}/stat")
             except OSError:  # the thread ended meanwhile
                 continue
             role = next((r for prefix, r in THREAD_ROLES if comm.startswith(prefix)), None)
             if role is not None:
-                roles[role] += (int(fields[11]) + int(fields[12])) / tick
+                roles[role] += ticks / tick
     return roles
 
 
