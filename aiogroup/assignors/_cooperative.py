@@ -13,6 +13,7 @@ franz-go, rather than a subclass overriding the balancer's internals.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import filterfalse
 
 from aiogroup.assignors._sticky_core import Plan
@@ -43,4 +44,4 @@ def withhold_transfers(plan: Plan) -> tuple[Plan, dict[tuple[str, int], str]]:
         added.append(list(filterfalse(contains, ids)))
         for g in filter(contains, ids):
             withheld[(topic_of[g], part_of[g])] = member_id
-    return Plan(plan.layout, plan.member_ids, plan.kept, added, claimed), withheld
+    return replace(plan, added=added), withheld

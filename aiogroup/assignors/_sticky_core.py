@@ -43,12 +43,13 @@ import heapq
 import logging
 from bisect import bisect_left
 from collections import Counter, deque
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import chain, compress, filterfalse, repeat
-from operator import add, eq, gt
+from itertools import chain, compress, filterfalse, islice, repeat
+from operator import add, eq, gt, lt
 
+from aiogroup.assignors._claims import ClaimIndex
 from aiogroup.protocol.types import NO_GENERATION, PartitionsByTopic
 
 __all__ = ["Layout", "MemberClaim", "Plan", "balance", "gc_paused"]
@@ -201,25 +202,77 @@ class Plan:
     ``member_ids`` is sorted; for member ``i``, ``kept[i]`` are the partitions it validly owned
     and keeps, ``added[i]`` the ones it is newly given. ``claimed`` holds every existing partition
     any member claims (valid or not), which the cooperative adjust step needs.
+
+    ``whole[i]``, when given and not ``None``, is member ``i``'s own ``{topic: partitions}``
+    claim (tuples of partitions, one each if ``singles[i]``), every partition of which is valid and
+    kept: ``kept[i]`` is then left empty and the claim itself is the kept part (no
+    per-partition id is built for it).
     """
 
     layout: Layout
     member_ids: list[str]
     kept: list[list[int]]
     added: list[list[int]]
-    claimed: set[int]
+    claimed: Container[int]
+    whole: Sequence[PartitionsByTopic | None] = ()
+    #: With ``whole``: whether each member claims one partition per topic.
+    singles: Sequence[bool] = ()
 
     def assignments(self) -> dict[str, dict[str, tuple[int, ...]]]:
         """Per member id, its partitions grouped by topic, sorted."""
         out: dict[str, dict[str, tuple[int, ...]]] = {}
         layout = self.layout
-        for member_id, kept, added in zip(self.member_ids, self.kept, self.added, strict=True):
-            out[member_id] = layout.grouped(sorted(chain(kept, added)))
+        whole = self.whole or repeat(None)
+        for i, (member_id, kept, added, own) in enumerate(
+            zip(self.member_ids, self.kept, self.added, whole, strict=False)
+        ):
+            if own is None:
+                out[member_id] = layout.grouped(sorted(chain(kept, added)))
+            else:
+                out[member_id] = _with_added(own, layout.grouped(sorted(added)), self.singles[i])
         return out
 
     def moved(self) -> int:
         """Partitions given to a member that did not validly own them."""
         return sum(map(len, self.added))
+
+
+def _with_added(
+    own: PartitionsByTopic, added: dict[str, tuple[int, ...]], singles: bool
+) -> dict[str, tuple[int, ...]]:
+    """``own`` (valid, no partition twice, partitions in tuples) plus ``added`` (disjoint from
+    it), topics and partitions sorted, as :meth:`Layout.grouped` would give for all of them.
+    ``singles``: every tuple of ``own`` holds one partition."""
+    out: dict[str, tuple[int, ...]]
+    if singles and _sorted_keys(own):
+        out = dict(own)  # type: ignore[arg-type]  # tuples: checked by the caller
+    else:
+        out = {t: tuple(sorted(own[t])) for t in sorted(own) if own[t]}
+    if not added:
+        return out
+    for topic, parts in added.items():
+        have = out.get(topic)
+        out[topic] = parts if have is None else tuple(sorted(have + parts))
+    if len(out) == len(own) or all(map(lt, out, islice(out, 1, None))):
+        return out
+    return {t: out[t] for t in sorted(out)}
+
+
+_tuple_len: Callable[[object], int] = tuple.__len__  # type: ignore[assignment]
+
+#: The last topics found in sorted order (members of a group mostly hold the same ones).
+_last_sorted_keys: tuple[str, ...] = ()
+
+
+def _sorted_keys(mapping: PartitionsByTopic) -> bool:
+    global _last_sorted_keys
+    keys = tuple(mapping)
+    if keys == _last_sorted_keys:
+        return True
+    if all(map(lt, keys, islice(keys, 1, None))):
+        _last_sorted_keys = keys
+        return True
+    return False
 
 
 def _member_ids(
@@ -379,6 +432,10 @@ def balance(
         if subs is None:
             subs = seen_subs[key] = frozenset(key).intersection(counts)
         subscribed.append(subs)
+    if claims and all(s is subscribed[0] or s == subscribed[0] for s in subscribed):
+        fast = _uniform_by_topic(layout, member_ids, claims, subscribed[0])
+        if fast is not None:
+            return fast
     owned: list[list[int]] = []
     claimed_lists: list[list[int]] = []
     foreign_any = False
@@ -418,29 +475,12 @@ def _uniform(
 ) -> tuple[list[list[int]], list[list[int]]]:
     """Everyone subscribes to the same topics: quotas of ``N // M`` and ``N // M + 1``."""
     total = layout.total
-    members = len(owned)
-    floor, extra = divmod(total, members)
-    sizes = list(map(len, owned))
-    # The extra slots go first to members that own more than the floor: each one saves a move.
-    plus = bytearray(members)
-    slots = extra
-    for i in range(members):
-        if not slots:
-            break
-        if sizes[i] > floor:
-            plus[i] = 1
-            slots -= 1
-    for i in range(members):
-        if not slots:
-            break
-        if not plus[i]:
-            plus[i] = 1
-            slots -= 1
+    quotas = _quotas(total, list(map(len, owned)))
 
     kept: list[list[int]] = []
     trimmed = False
     for i, ids in enumerate(owned):
-        quota = floor + plus[i]
+        quota = quotas[i]
         if len(ids) > quota:
             # Keep the first ones in partition-then-topic order (KAFKA-16277).
             ids = sorted(ids, key=layout.pt_key)[:quota]
@@ -462,13 +502,172 @@ def _uniform(
         else:
             pool = list(filterfalse(kept_set.__contains__, layout.pt_order()))
 
+    return kept, _hand_out(pool, quotas, list(map(len, kept)))
+
+
+def _quotas(total: int, sizes: list[int]) -> list[int]:
+    """Each member's share of ``total`` partitions with equal subscriptions: ``N // M``, and
+    ``N % M`` members one more. The extra slots go first to members that own more than the
+    floor (``sizes``: what each validly owns): each one saves a move."""
+    members = len(sizes)
+    floor, extra = divmod(total, members)
+    plus = bytearray(members)
+    slots = extra
+    for i in range(members):
+        if not slots:
+            break
+        if sizes[i] > floor:
+            plus[i] = 1
+            slots -= 1
+    for i in range(members):
+        if not slots:
+            break
+        if not plus[i]:
+            plus[i] = 1
+            slots -= 1
+    return [floor + x for x in plus]
+
+
+def _hand_out(pool: list[int], quotas: list[int], kept: list[int]) -> list[list[int]]:
+    """Slices of ``pool``, in member order, filling each member up to its quota."""
     added: list[list[int]] = []
     pos = 0
-    for i in range(members):
-        need = floor + plus[i] - len(kept[i])
+    for quota, have in zip(quotas, kept, strict=True):
+        need = quota - have
         added.append(pool[pos : pos + need])
         pos += need
-    return kept, added
+    return added
+
+
+class _ClaimedIds:
+    """The ids of every claimed partition, answered from a :class:`ClaimIndex` (the fast
+    uniform path builds no set of a million ids)."""
+
+    __slots__ = ("_index", "_layout", "_size")
+
+    def __init__(self, layout: Layout, index: ClaimIndex) -> None:
+        self._layout = layout
+        self._index = index
+        self._size = sum(map(len, index.claims.values()))
+
+    def __contains__(self, ident: object) -> bool:
+        if type(ident) is not int:
+            return False
+        offsets = self._layout.offsets
+        k = bisect_left(offsets, ident + 1) - 1
+        return k >= 0 and self._index.claimed(self._layout.topics[k], ident - offsets[k])
+
+    def __len__(self) -> int:
+        return self._size
+
+
+def _uniform_by_topic(
+    layout: Layout, member_ids: list[str], claims: list[MemberClaim], subscribed: frozenset[str]
+) -> Plan | None:
+    """The uniform path without a per-partition id for what members keep.
+
+    Taken when every claim is plainly valid: each claimed topic is subscribed (by everyone:
+    subscriptions are equal) and exists, each partition is an int that exists, and no
+    partition is claimed twice (so there is no conflict to resolve and nothing to warn about).
+    A member then keeps its whole claim unless it owns more than its quota, and its claim
+    itself stands for what it keeps (:attr:`Plan.whole`); only free partitions get ids. The
+    result is the one :func:`_uniform` gives. ``None`` for anything else (the general code
+    then validates member by member, with warnings).
+    """
+    maps = [c.owned for c in claims]
+    try:
+        index = ClaimIndex(maps)
+    except TypeError:  # a partition list that is not iterable
+        return None
+    count_of = layout.count_of
+    for topic in index.claims:
+        count = count_of.get(topic)
+        if (
+            count is None
+            or topic not in subscribed
+            or not index.regular(topic)
+            or not index.within(topic, count)
+        ):
+            return None
+    sizes: list[int] = []
+    singles: list[bool] = []
+    for m in maps:
+        try:
+            # _tuple_len refuses anything but a tuple: lists and the like take the general way.
+            lens = list(map(_tuple_len, m.values())) if m else []
+        except TypeError:
+            return None
+        size = sum(lens)
+        sizes.append(size)
+        singles.append(size == len(lens) and 0 not in lens)
+    total = layout.total
+    quotas = _quotas(total, sizes)
+    kept: list[list[int]] = [[] for _ in maps]
+    whole: list[PartitionsByTopic | None] = [m or None for m in maps]
+    dropped: list[int] = []  # ids owned beyond a quota
+    for i, (size, quota) in enumerate(zip(sizes, quotas, strict=True)):
+        if size > quota:
+            ids = sorted(_member_ids(layout, claims[i], subscribed)[0], key=layout.pt_key)
+            kept[i] = ids[:quota]
+            dropped.extend(ids[quota:])
+            whole[i] = None
+    have = [min(size, quota) for size, quota in zip(sizes, quotas, strict=True)]
+    kept_total = sum(have)
+    if kept_total == 0:
+        pool = layout.pt_order()
+    elif kept_total == total:
+        pool = []
+    elif (total - kept_total) * 8 < total:
+        pool = _free_in_pt_order(layout, index, dropped)
+    else:
+        offset_of = layout.offset_of
+        kept_ids = set(
+            chain.from_iterable(
+                map(add, parts, repeat(offset_of[t])) for t, parts in index.claims.items()
+            )
+        )
+        kept_ids.difference_update(dropped)
+        pool = list(filterfalse(kept_ids.__contains__, layout.pt_order()))
+    added = _hand_out(pool, quotas, have)
+    return Plan(layout, member_ids, kept, added, _ClaimedIds(layout, index), whole, singles)
+
+
+def _free_in_pt_order(layout: Layout, index: ClaimIndex, dropped: list[int]) -> list[int]:
+    """Ids of the partitions nobody claims, plus ``dropped``, in partition-then-topic order
+    (KAFKA-16277). Few are free: each topic's gaps are found by bisecting its sorted claims."""
+    ntopics = len(layout.topics)
+    keys: list[int] = []  # partition * topics + topic: sorts in partition-then-topic order
+    empty: list[int] = []
+    for k, (topic, count) in enumerate(zip(layout.topics, layout.counts, strict=True)):
+        parts = index.claims.get(topic, empty)
+        if len(parts) != count:
+            keys.extend(p * ntopics + k for p in _gaps(parts, count))
+    part_of = layout.part_of
+    offsets = layout.offsets
+    for g in dropped:
+        keys.append(part_of[g] * ntopics + bisect_left(offsets, g + 1) - 1)
+    keys.sort()
+    return [offsets[key % ntopics] + key // ntopics for key in keys]
+
+
+def _gaps(parts: list[int], count: int) -> list[int]:
+    """The numbers in ``0..count-1`` missing from ``parts`` (sorted, distinct, within range),
+    ascending; O(gaps x log count)."""
+    out: list[int] = []
+    # (first index, end index, first value, end value): parts[lo:hi] should be lo_v..hi_v-1.
+    stack = [(0, len(parts), 0, count)]
+    while stack:
+        lo, hi, lo_v, hi_v = stack.pop()
+        if hi - lo == hi_v - lo_v:
+            continue
+        if lo == hi:
+            out.extend(range(lo_v, hi_v))
+            continue
+        mid = (lo + hi) // 2
+        v = parts[mid]
+        stack.append((mid + 1, hi, v + 1, hi_v))
+        stack.append((lo, mid, lo_v, v))
+    return out
 
 
 def _general(
