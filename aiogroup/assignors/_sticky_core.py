@@ -250,11 +250,12 @@ def _with_added(
         out = {t: tuple(sorted(own[t])) for t in sorted(own) if own[t]}
     if not added:
         return out
+    topics = len(out)
     for topic, parts in added.items():
         have = out.get(topic)
         out[topic] = parts if have is None else tuple(sorted(have + parts))
-    if len(out) == len(own) or all(map(lt, out, islice(out, 1, None))):
-        return out
+    if len(out) == topics or all(map(lt, out, islice(out, 1, None))):
+        return out  # no topic added, or added in order
     return {t: out[t] for t in sorted(out)}
 
 
@@ -292,8 +293,9 @@ def _member_ids(
             if flat and type(sum(flat)) is int and min(flat) >= 0:
                 count_of = layout.count_of
                 offset_of = layout.offset_of
-                if len(flat) == len(vals):
-                    # One partition per topic (the common shape): no duplicates possible.
+                if len(flat) == len(vals) and all(vals):
+                    # One partition per topic (the common shape): no duplicates possible. (As
+                    # many partitions as topics is not enough: {a: (), b: (0, 1)} has two.)
                     if all(map(gt, map(count_of.__getitem__, keys), flat)):
                         return list(map(add, flat, map(offset_of.__getitem__, keys))), []
                 else:
