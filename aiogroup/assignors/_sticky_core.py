@@ -41,13 +41,13 @@ from __future__ import annotations
 import gc
 import heapq
 import logging
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain, compress, filterfalse, islice, repeat
-from operator import add, eq, gt, lt
+from operator import add, eq, ge, gt, lt, ne
 
 from aiogroup.assignors._claims import ClaimIndex
 from aiogroup.protocol.types import NO_GENERATION, PartitionsByTopic
@@ -94,6 +94,7 @@ class Layout:
     ``offsets[k] .. offsets[k] + counts[k] - 1``."""
 
     __slots__ = (
+        "_index_of",
         "_part_of",
         "_single_of",
         "_singletons",
@@ -118,6 +119,7 @@ class Layout:
         self.offset_of: dict[str, int] = dict(zip(self.topics, self.offsets, strict=True))
         self.count_of: dict[str, int] = dict(partitions_per_topic)
         self._topic_of: list[str] | None = None
+        self._index_of: list[int] | None = None
         self._single_of: list[tuple[int]] | None = None
         self._part_of: list[int] | None = None
         self._singletons: list[tuple[int]] | None = None
@@ -132,6 +134,15 @@ class Layout:
         if self._topic_of is None:
             self._topic_of = list(chain.from_iterable(map(repeat, self.topics, self.counts)))
         return self._topic_of
+
+    @property
+    def topic_index_of(self) -> list[int]:
+        """Topic index of each id."""
+        if self._index_of is None:
+            self._index_of = list(
+                chain.from_iterable(map(repeat, range(len(self.counts)), self.counts))
+            )
+        return self._index_of
 
     @property
     def part_of(self) -> list[int]:
@@ -172,14 +183,26 @@ class Layout:
         """Sort key putting ids in partition-then-topic order."""
         return (self.part_of[ident], bisect_left(self.offsets, ident + 1))
 
+    def _grouped_few(self, ids: list[int]) -> dict[str, tuple[int, ...]]:
+        """:meth:`grouped` for a few ids, without building per-id tables for every partition."""
+        out: dict[str, list[int]] = {}
+        offsets, topics = self.offsets, self.topics
+        for g in ids:
+            k = bisect_left(offsets, g + 1) - 1
+            out.setdefault(topics[k], []).append(g - offsets[k])
+        return {t: tuple(ps) for t, ps in out.items()}
+
     def grouped(self, ids: list[int]) -> dict[str, tuple[int, ...]]:
         """Turn ids into ``{topic: (p, ...)}``, topics and partitions sorted.
 
         ``ids`` must be sorted. Most members hold one partition per topic, so the dict is built
-        with ``dict(zip(...))`` and only topics seen more than once are fixed up.
+        with ``dict(zip(...))`` and only topics seen more than once are fixed up (or, when there
+        are many, the partitions are cut at each new topic).
         """
         if not ids:
             return {}
+        if len(ids) * 64 < self.total and self._topic_of is None:
+            return self._grouped_few(ids)
         topic_of = self.topic_of
         out: dict[str, tuple[int, ...]] = dict(
             zip(map(topic_of.__getitem__, ids), map(self.single_of.__getitem__, ids), strict=True)
@@ -187,6 +210,14 @@ class Layout:
         if len(out) != len(ids):
             names = list(map(topic_of.__getitem__, ids))
             part_of = self.part_of
+            if len(ids) - len(out) > 8:
+                # Many topics with several partitions: cut the partitions at each new topic.
+                starts = [0, *compress(range(1, len(ids)), map(ne, names[1:], names))]
+                parts = tuple(map(part_of.__getitem__, ids))
+                cuts = map(slice, starts, [*starts[1:], len(ids)])
+                return dict(
+                    zip(map(names.__getitem__, starts), map(parts.__getitem__, cuts), strict=True)
+                )
             for name in set(compress(names[1:], map(eq, names[1:], names))):
                 start = self.offset_of[name]
                 lo = bisect_left(ids, start)
@@ -204,7 +235,7 @@ class Plan:
     any member claims (valid or not), which the cooperative adjust step needs.
 
     ``whole[i]``, when given and not ``None``, is member ``i``'s own ``{topic: partitions}``
-    claim (tuples of partitions, one each if ``singles[i]``), every partition of which is valid and
+    claim (partitions in tuples), every partition of which is valid and
     kept: ``kept[i]`` is then left empty and the claim itself is the kept part (no
     per-partition id is built for it).
     """
@@ -215,8 +246,9 @@ class Plan:
     added: list[list[int]]
     claimed: Container[int]
     whole: Sequence[PartitionsByTopic | None] = ()
-    #: With ``whole``: whether each member claims one partition per topic.
-    singles: Sequence[bool] = ()
+    #: With ``whole``: whether each claim is in order already (topics sorted, each topic's
+    #: partitions sorted), so that a copy of it is the member's assignment.
+    ordered: Sequence[bool] = ()
 
     def assignments(self) -> dict[str, dict[str, tuple[int, ...]]]:
         """Per member id, its partitions grouped by topic, sorted."""
@@ -229,7 +261,7 @@ class Plan:
             if own is None:
                 out[member_id] = layout.grouped(sorted(chain(kept, added)))
             else:
-                out[member_id] = _with_added(own, layout.grouped(sorted(added)), self.singles[i])
+                out[member_id] = _with_added(own, layout.grouped(sorted(added)), self.ordered[i])
         return out
 
     def moved(self) -> int:
@@ -238,16 +270,17 @@ class Plan:
 
 
 def _with_added(
-    own: PartitionsByTopic, added: dict[str, tuple[int, ...]], singles: bool
+    own: PartitionsByTopic, added: dict[str, tuple[int, ...]], ordered: bool
 ) -> dict[str, tuple[int, ...]]:
     """``own`` (valid, no partition twice, partitions in tuples) plus ``added`` (disjoint from
     it), topics and partitions sorted, as :meth:`Layout.grouped` would give for all of them.
-    ``singles``: every tuple of ``own`` holds one partition."""
-    out: dict[str, tuple[int, ...]]
-    if singles and _sorted_keys(own):
-        out = dict(own)  # type: ignore[arg-type]  # tuples: checked by the caller
-    else:
-        out = {t: tuple(sorted(own[t])) for t in sorted(own) if own[t]}
+    ``ordered``: ``own`` is in order already (see :attr:`Plan.ordered`)."""
+    # Partitions in tuples: checked by the caller.
+    out: dict[str, tuple[int, ...]] = (
+        dict(own)  # type: ignore[arg-type]
+        if ordered
+        else {t: tuple(sorted(own[t])) for t in sorted(own) if own[t]}
+    )
     if not added:
         return out
     topics = len(out)
@@ -257,6 +290,14 @@ def _with_added(
     if len(out) == topics or all(map(lt, out, islice(out, 1, None))):
         return out  # no topic added, or added in order
     return {t: out[t] for t in sorted(out)}
+
+
+def _tuples_sorted(values: Iterable[Sequence[int]], lens: list[int]) -> bool:
+    """Whether each of ``values`` (of lengths ``lens``) is strictly ascending."""
+    for parts in compress(values, map((1).__lt__, lens)):
+        if any(map(ge, parts, islice(parts, 1, None))):
+            return False
+    return True
 
 
 _tuple_len: Callable[[object], int] = tuple.__len__  # type: ignore[assignment]
@@ -410,9 +451,10 @@ def balance(
     member_ids = sorted(by_id)
     claims = [by_id[m] for m in member_ids]
 
-    wanted: set[str] = set()
-    for claim in claims:
-        wanted.update(claim.topics)
+    # Members usually share one topic list: compute each distinct subscription once.
+    topic_lists = [tuple(c.topics) for c in claims]
+    distinct = dict.fromkeys(topic_lists)
+    wanted: set[str] = set().union(*distinct)
     counts: dict[str, int] = {}
     for topic in wanted:
         n = partitions_per_topic.get(topic)
@@ -425,15 +467,8 @@ def balance(
             counts[topic] = n
     layout = Layout(counts)
 
-    # Members usually share one topic list: compute each distinct subscription once.
-    seen_subs: dict[tuple[str, ...], frozenset[str]] = {}
-    subscribed: list[frozenset[str]] = []
-    for c in claims:
-        key = tuple(c.topics)
-        subs = seen_subs.get(key)
-        if subs is None:
-            subs = seen_subs[key] = frozenset(key).intersection(counts)
-        subscribed.append(subs)
+    seen_subs = {key: frozenset(key).intersection(counts) for key in distinct}
+    subscribed = list(map(seen_subs.__getitem__, topic_lists))
     if claims and all(s is subscribed[0] or s == subscribed[0] for s in subscribed):
         fast = _uniform_by_topic(layout, member_ids, claims, subscribed[0])
         if fast is not None:
@@ -447,29 +482,61 @@ def balance(
         if foreign:
             foreign_any = True
             claimed_lists.append(foreign)
-    claimed: set[int] = set()
-    for ids in owned:
-        claimed.update(ids)
-    if len(claimed) != sum(map(len, owned)):
-        _resolve(member_ids, [c.generation for c in claims], owned)
-    if foreign_any:
-        claimed.update(chain.from_iterable(claimed_lists))
-
-    if not claims:
-        return Plan(layout, [], [], [], claimed)
-    if all(s == subscribed[0] for s in subscribed):
+    if not claims or all(s == subscribed[0] for s in subscribed):
+        claimed: set[int] = set()
+        for ids in owned:
+            claimed.update(ids)
+        if len(claimed) != sum(map(len, owned)):
+            _resolve(member_ids, [c.generation for c in claims], owned)
+        if foreign_any:
+            claimed.update(chain.from_iterable(claimed_lists))
+        if not claims:
+            return Plan(layout, [], [], [], claimed)
         kept, added = _uniform(layout, owned, claimed)
-    else:
-        hinted: dict[int, int] = {}
-        if hint:
-            position = {m: i for i, m in enumerate(member_ids)}
-            for (topic, p), member in hint.items():
-                k = layout.index.get(topic)
-                i = position.get(member)
-                if k is not None and i is not None and 0 <= p < layout.counts[k]:
-                    hinted[layout.offsets[k] + p] = i
-        kept, added = _general(layout, subscribed, owned, hinted)
-    return Plan(layout, member_ids, kept, added, claimed)
+        return Plan(layout, member_ids, kept, added, claimed)
+
+    # Unequal subscriptions. owner_of[g]: the member that validly owns id g, -2 if claimed but
+    # kept by nobody (a claim of an unsubscribed topic, a lost conflict), -1 if unclaimed.
+    owner_of = [-1] * layout.total
+    mark = owner_of.__setitem__
+    for ids in claimed_lists:
+        deque(map(mark, ids, repeat(-2)), 0)
+    conflict = False
+    for i, ids in enumerate(owned):
+        if ids:
+            conflict = conflict or max(map(owner_of.__getitem__, ids)) >= 0
+            deque(map(mark, ids, repeat(i)), 0)
+    before = list(map(len, owned))
+    if conflict:
+        everything = list(chain.from_iterable(owned))
+        _resolve(member_ids, [c.generation for c in claims], owned)
+        deque(map(mark, everything, repeat(-2)), 0)
+        for i, ids in enumerate(owned):
+            deque(map(mark, ids, repeat(i)), 0)
+    # A member whose claim is exactly what it validly owns keeps it as given (Plan.whole).
+    whole: list[PartitionsByTopic | None] = [None] * len(claims)
+    ordered = [False] * len(claims)
+    for i, claim in enumerate(claims):
+        if not owned[i] or len(owned[i]) != before[i]:
+            continue
+        try:
+            lens = list(map(_tuple_len, claim.owned.values()))
+        except TypeError:
+            continue
+        ids = owned[i]
+        if sum(lens) == len(ids):
+            whole[i] = claim.owned
+            # Ids ascending in the claim's own order: topics and partitions are sorted.
+            ordered[i] = 0 not in lens and all(map(lt, ids, islice(ids, 1, None)))
+    hinted: dict[int, int] = {}
+    if hint:
+        position = {m: i for i, m in enumerate(member_ids)}
+        for (topic, p), member in hint.items():
+            k = layout.index.get(topic)
+            to = position.get(member)
+            if k is not None and to is not None and 0 <= p < layout.counts[k]:
+                hinted[layout.offsets[k] + p] = to
+    return _general(layout, member_ids, subscribed, owned, owner_of, hinted, whole, ordered)
 
 
 def _uniform(
@@ -592,7 +659,7 @@ def _uniform_by_topic(
         ):
             return None
     sizes: list[int] = []
-    singles: list[bool] = []
+    ordered: list[bool] = []
     for m in maps:
         try:
             # _tuple_len refuses anything but a tuple: lists and the like take the general way.
@@ -601,7 +668,11 @@ def _uniform_by_topic(
             return None
         size = sum(lens)
         sizes.append(size)
-        singles.append(size == len(lens) and 0 not in lens)
+        ordered.append(
+            0 not in lens
+            and _sorted_keys(m)
+            and (size == len(lens) or _tuples_sorted(m.values(), lens))
+        )
     total = layout.total
     quotas = _quotas(total, sizes)
     kept: list[list[int]] = [[] for _ in maps]
@@ -631,7 +702,7 @@ def _uniform_by_topic(
         kept_ids.difference_update(dropped)
         pool = list(filterfalse(kept_ids.__contains__, layout.pt_order()))
     added = _hand_out(pool, quotas, have)
-    return Plan(layout, member_ids, kept, added, _ClaimedIds(layout, index), whole, singles)
+    return Plan(layout, member_ids, kept, added, _ClaimedIds(layout, index), whole, ordered)
 
 
 def _free_in_pt_order(layout: Layout, index: ClaimIndex, dropped: list[int]) -> list[int]:
@@ -672,108 +743,303 @@ def _gaps(parts: list[int], count: int) -> list[int]:
     return out
 
 
+class _Held(dict[int, dict[int, list[int]]]):
+    """``held[i]``: member ``i``'s partitions grouped by topic (``{topic index: [ids]}``).
+
+    Built on first access, from what the member owns (topics ascending, ids ascending), then
+    what the fill gave it (``hinted[i]``, ``(topic, ids)`` runs in the order given, before the
+    ids in ``filled[i]``, ascending), topics in the order the fill went through them
+    (``rank``): the same dict, in the same order, as the fill building every member's as it
+    goes. A member the rebalance never touches (most of them, once a group is balanced) is
+    never grouped at all.
+    """
+
+    def __init__(
+        self,
+        layout: Layout,
+        owned: list[list[int]],
+        hinted: list[list[tuple[int, list[int]]]],
+        filled: list[list[int]],
+        rank: list[int],
+    ) -> None:
+        super().__init__()
+        self.members = len(owned)
+        self._layout = layout
+        self._owned = owned
+        self._hinted = hinted
+        self._filled = filled
+        self._rank = rank
+
+    def _by_topic(self, ids: list[int]) -> dict[int, list[int]]:
+        """Ascending ``ids`` grouped by topic, in C: cut where the topic index changes."""
+        if not ids:
+            return {}
+        ks = list(map(self._layout.topic_index_of.__getitem__, ids))
+        starts = [0, *compress(range(1, len(ids)), map(ne, islice(ks, 1, None), ks))]
+        cuts = map(slice, starts, [*starts[1:], len(ids)])
+        return dict(zip(map(ks.__getitem__, starts), map(ids.__getitem__, cuts), strict=True))
+
+    def __missing__(self, i: int) -> dict[int, list[int]]:
+        grouped = self._by_topic(sorted(self._owned[i]))
+        given = self._by_topic(self._filled[i])
+        if self._hinted[i]:  # handed out before the rest of the same topic
+            first: dict[int, list[int]] = {}
+            for k, ids in self._hinted[i]:
+                first.setdefault(k, []).extend(ids)
+            for k, ids in given.items():
+                first.setdefault(k, []).extend(ids)
+            given = first
+        order = sorted(given, key=self._rank.__getitem__)
+        if not grouped:
+            grouped = dict(zip(order, map(given.__getitem__, order), strict=True))
+        else:
+            for k in order:
+                have = grouped.get(k)
+                if have is None:
+                    grouped[k] = given[k]
+                else:
+                    have.extend(given[k])
+        self._hinted[i] = []
+        self._filled[i] = []
+        self[i] = grouped
+        return grouped
+
+
+def _free_ids(owner_of: list[int], start: int, count: int) -> list[int]:
+    """The ids of topic ``start .. start + count - 1`` nobody validly owns, ascending."""
+    part = owner_of[start : start + count]
+    unowned = part.count(-1) + part.count(-2)
+    if not unowned:
+        return []
+    if unowned == count:
+        return list(range(start, start + count))
+    if unowned * 16 < count:  # a few: find each with a C-level search
+        out: list[int] = []
+        for marker in (-1, -2):
+            at = -1
+            try:
+                while True:
+                    at = part.index(marker, at + 1)
+                    out.append(start + at)
+            except ValueError:
+                pass
+        out.sort()
+        return out
+    return list(compress(range(start, start + count), map((0).__gt__, part)))
+
+
+def _water_fill(free: list[int], subscribers: list[int], load: list[int]) -> list[int]:
+    """Who gets each of ``free``, handed out one at a time to the least loaded of
+    ``subscribers`` (lowest index on ties), as popping a heap of ``(load, member)`` would;
+    ``load`` is raised accordingly.
+
+    Done per level instead of per partition: the members with load ``<= n`` take one partition
+    each at level ``n``, in member order.
+    """
+    if len(subscribers) == 1:
+        load[subscribers[0]] += len(free)
+        return [subscribers[0]] * len(free)
+    order = sorted(subscribers, key=load.__getitem__)  # stable: by (load, member)
+    total, joined = len(free), 0
+    receivers: list[int] = []
+    active: list[int] = []
+    level = load[order[0]]
+    while len(receivers) < total:
+        first = joined
+        while joined < len(order) and load[order[joined]] <= level:
+            joined += 1
+        if joined > first:
+            active = sorted(active + order[first:joined]) if active else order[first:joined]
+        # Levels until the next member joins, or until the partitions run out.
+        levels = load[order[joined]] - level if joined < len(order) else total
+        levels = min(levels, (total - len(receivers)) // len(active))
+        if levels:
+            receivers.extend(active * levels if levels > 1 else active)
+            level += levels
+        else:  # the last, partial level
+            receivers.extend(active[: total - len(receivers)])
+    for i, n in Counter(receivers).items():
+        load[i] += n
+    return receivers
+
+
+class _LeastLoaded:
+    """The least loaded subscriber of a topic, lowest member index on ties.
+
+    Members are bits of Python ints: one int per load value holds the members at that load,
+    one per topic its subscribers. The answer is the lowest set bit of the first non-zero
+    ``members at load v & subscribers`` for v ascending: a few C-level operations on
+    ints of one bit per member, where scanning the subscribers (or the classes of equal
+    subscriptions, which are as many as the members when subscriptions are random) costs
+    O(members).
+    """
+
+    __slots__ = ("_at", "_bits", "_levels", "_members", "_subs")
+
+    def __init__(self, members: int, subs: list[list[int]], load: list[int]) -> None:
+        self._members = members
+        self._subs = subs
+        self._bits: list[int] = [-1] * len(subs)  # per topic, built on first use
+        self._at: dict[int, int] = {}
+        for i, n in enumerate(load):
+            self._at[n] = self._at.get(n, 0) | (1 << i)
+        self._levels = sorted(self._at)
+
+    def _subscribers(self, k: int) -> int:
+        bits = self._bits[k]
+        if bits < 0:
+            flags = bytearray(b"0" * self._members)
+            deque(map(flags.__setitem__, self._subs[k], repeat(ord("1"))), 0)
+            flags.reverse()
+            bits = self._bits[k] = int(flags, 2)
+        return bits
+
+    def least_of(self, k: int) -> int:
+        """The least loaded subscriber of topic ``k`` (-1 if it has none)."""
+        bits = self._subscribers(k)
+        at = self._at
+        for n in self._levels:
+            found = at[n] & bits
+            if found:
+                return (found & -found).bit_length() - 1
+        return -1
+
+    def moved(self, i: int, old: int, new: int) -> None:
+        """Member ``i``'s load went from ``old`` to ``new``."""
+        bit = 1 << i
+        at = self._at
+        rest = at[old] ^ bit
+        if rest:
+            at[old] = rest
+        else:
+            del at[old]
+            self._levels.remove(old)
+        if new in at:
+            at[new] |= bit
+        else:
+            at[new] = bit
+            insort(self._levels, new)
+
+
+class _ClaimedArray:
+    """The claimed ids of a :func:`_general` plan: those whose ``owner_of`` is not -1."""
+
+    __slots__ = ("_owner_of", "_size")
+
+    def __init__(self, owner_of: list[int]) -> None:
+        self._owner_of = owner_of
+        self._size = len(owner_of) - owner_of.count(-1)
+
+    def __contains__(self, ident: object) -> bool:
+        return (
+            type(ident) is int
+            and 0 <= ident < len(self._owner_of)
+            and (self._owner_of[ident] != -1)
+        )
+
+    def __len__(self) -> int:
+        return self._size
+
+
 def _general(
     layout: Layout,
+    member_ids: list[str],
     subscribed: list[frozenset[str]],
     owned: list[list[int]],
+    owner_of: list[int],
     hinted: Mapping[int, int],
-) -> tuple[list[list[int]], list[list[int]]]:
+    whole: list[PartitionsByTopic | None],
+    ordered: list[bool],
+) -> Plan:
     """Unequal subscriptions: keep, fill the least loaded eligible member, then rebalance until
     no partition could move to an eligible member with 2+ fewer partitions.
 
+    ``owner_of[g]`` is the member that validly owns partition id ``g`` (after conflicts are
+    resolved), ``-2`` if it is claimed but nobody keeps it, ``-1`` if nobody claims it.
     ``hinted`` maps a partition id to the member index a previous plan meant it for; free
-    partitions go there first when that member subscribes to the topic."""
+    partitions go there first when that member subscribes to the topic. ``whole[i]`` is member
+    ``i``'s claim when it is exactly what the member validly owns: if the member only gains
+    partitions, its claim stands for what it keeps (:attr:`Plan.whole`).
+
+    At a million partitions the work is kept per topic and per member, never per partition in
+    Python: the fill hands each topic's free partitions out in bulk (the exact order a heap of
+    ``(load, member)`` would give), the least loaded subscriber of a topic is found from bit
+    sets of the members at each load, and a member's partitions are grouped by topic
+    (``held``) only once the rebalance touches it.
+    """
     members = len(owned)
     ntopics = len(layout.topics)
+    offsets, counts = layout.offsets, layout.counts
     subs: list[list[int]] = [[] for _ in range(ntopics)]
+    topic_sets: list[set[int]] = []
+    topics_of: list[list[int]] = []
+    by_subscription: dict[frozenset[str], tuple[set[int], list[int]]] = {}
+    subs_of = subs.__getitem__
     for i, names in enumerate(subscribed):
-        for name in names:
-            subs[layout.index[name]].append(i)
-    for s in subs:
-        s.sort()
+        known = by_subscription.get(names)
+        if known is None:
+            ks = set(map(layout.index.__getitem__, names))
+            known = by_subscription[names] = (ks, sorted(ks))
+        topic_sets.append(known[0])
+        topics_of.append(known[1])
+        # subs[k].append(i) for each topic, in C; i grows, so each subs[k] stays sorted.
+        deque(map(list.append, map(subs_of, known[1]), repeat(i)), 0)
 
-    offsets = layout.offsets
-    # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
-    # moving are the newly given ones.
-    held: list[dict[int, list[int]]] = [{} for _ in range(members)]
-    load = [0] * members
-    fresh_count = [0] * members  # partitions held that the member did not own
-    taken: set[int] = set()
-    for i, ids in enumerate(owned):
-        ids.sort()
-        h = held[i]
-        for ident in ids:
-            k = bisect_left(offsets, ident + 1) - 1
-            h.setdefault(k, []).append(ident)
-        load[i] = len(ids)
-        taken.update(ids)
+    load = list(map(len, owned))
 
     # Fill: the most constrained topics first, each partition to the least loaded subscriber.
-    for k in sorted(range(ntopics), key=lambda k: (len(subs[k]), k)):
+    # filled_by[g]: the member the fill gave id g to (-1: none, or given as hinted).
+    fill_order = sorted(range(ntopics), key=lambda k: (len(subs[k]), k))
+    filled_by = [-1] * layout.total
+    filled: list[int] = []  # every id the fill gave, by topic
+    hinted_runs: list[list[tuple[int, list[int]]]] = [[] for _ in range(members)]
+    for k in fill_order:
         if not subs[k]:
             continue
-        start = offsets[k]
-        free = [g for g in range(start, start + layout.counts[k]) if g not in taken]
+        free = _free_ids(owner_of, offsets[k], counts[k])
         if hinted and free:
             rest = []
             name = layout.topics[k]
             for g in free:
                 i = hinted.get(g, -1)
                 if i >= 0 and name in subscribed[i]:
-                    held[i].setdefault(k, []).append(g)
+                    hinted_runs[i].append((k, [g]))
                     load[i] += 1
-                    fresh_count[i] += 1
                 else:
                     rest.append(g)
             free = rest
         if not free:
             continue
-        heap = [(load[i], i) for i in subs[k]]
-        heapq.heapify(heap)
-        for ident in free:
-            n, i = heap[0]
-            held[i].setdefault(k, []).append(ident)
-            heapq.heapreplace(heap, (n + 1, i))
-        for n, i in heap:
-            fresh_count[i] += n - load[i]
-            load[i] = n
+        receivers = _water_fill(free, subs[k], load)
+        if len(free) == counts[k]:
+            filled_by[offsets[k] : offsets[k] + counts[k]] = receivers
+        else:
+            deque(map(filled_by.__setitem__, free, receivers), 0)
+        filled.extend(free)
+    # Each member's filled ids, ascending (filled_by[g].append(g) for each g, in C).
+    fills: list[list[int]] = [[] for _ in range(members)]
+    filled.sort()
+    deque(map(list.append, map(fills.__getitem__, map(filled_by.__getitem__, filled)), filled), 0)
+    # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
+    # moving are the newly given ones. Built on first access (see _Held).
+    rank = [0] * ntopics
+    for r, k in enumerate(fill_order):
+        rank[k] = r
+    held = _Held(layout, owned, hinted_runs, fills, rank)
+    # Partitions held that the member did not own: so far, all it was given.
+    fresh_count = [
+        len(ids) + sum(len(g) for _, g in runs)
+        for ids, runs in zip(fills, hinted_runs, strict=True)
+    ]
 
     # Rebalance: move from a loaded member to the least loaded eligible member while that member
     # has 2+ fewer. Every move lowers the sum of squared loads, so this terminates.
-    owned_sets = [set(ids) for ids in owned]
-    topic_sets = [{layout.index[name] for name in names} for names in subscribed]
-    topics_of: list[list[int]] = [[] for _ in range(members)]
-    for k, s in enumerate(subs):
-        for i in s:
-            topics_of[i].append(k)
-    # Members with the same subscription form a class; each class keeps a heap of
-    # (load, member) with stale entries skipped lazily, so the least loaded subscriber of a
-    # topic is found among a few class heads rather than among all its subscribers.
-    class_of: dict[frozenset[str], int] = {}
-    member_class = [class_of.setdefault(names, len(class_of)) for names in subscribed]
-    class_heaps: list[list[tuple[int, int]]] = [[] for _ in range(len(class_of))]
-    for i, c in enumerate(member_class):
-        class_heaps[c].append((load[i], i))
-    for class_heap in class_heaps:
-        heapq.heapify(class_heap)
-    topic_classes: list[list[int]] = [[] for _ in range(ntopics)]
-    for names, c in class_of.items():
-        for name in names:
-            topic_classes[layout.index[name]].append(c)
-
-    def class_head(c: int) -> tuple[int, int]:
-        ch = class_heaps[c]
-        while load[ch[0][1]] != ch[0][0]:
-            heapq.heappop(ch)
-        return ch[0]
-
-    def least_of(k: int) -> int:
-        """The least loaded subscriber of topic ``k``, lowest index on ties."""
-        return min(map(class_head, topic_classes[k]))[1]
+    least_finder = _LeastLoaded(members, subs, load)
+    least_of = least_finder.least_of
 
     # least[k]: cached least_of(k), -1 if unknown. Kept up to date per move instead of
     # recomputed, so a check costs O(topics held).
-    least = [least_of(k) if s else -1 for k, s in enumerate(subs)]
+    least = [-1] * ntopics
 
     # Owned partitions currently away from their owner: original owner, and holder.
     origin: dict[int, int] = {}
@@ -786,30 +1052,36 @@ def _general(
         if not ids:
             del held[src][k]
         held[dst].setdefault(k, []).extend(moving)
+        least_finder.moved(src, load[src], load[src] - n)
+        least_finder.moved(dst, load[dst], load[dst] + n)
         load[src] -= n
         load[dst] += n
-        heapq.heappush(class_heaps[member_class[src]], (load[src], src))
-        heapq.heappush(class_heaps[member_class[dst]], (load[dst], dst))
-        os_src, os_dst = owned_sets[src], owned_sets[dst]
-        fresh_count[src] -= sum(1 for g in moving if g not in os_src)
-        fresh_count[dst] += sum(1 for g in moving if g not in os_dst)
+        fresh_count[src] -= sum(1 for g in moving if owner_of[g] != src)
+        fresh_count[dst] += sum(1 for g in moving if owner_of[g] != dst)
         for g in moving:
-            if g in os_dst:
+            if owner_of[g] == dst:
                 origin.pop(g, None)
                 holder.pop(g, None)
-            elif g in os_src:
+            elif owner_of[g] == src:
                 origin[g] = src
                 holder[g] = dst
             elif g in holder:
                 holder[g] = dst
-        for kd in topics_of[dst]:
-            if least[kd] == dst:
-                least[kd] = -1
-        ls = load[src]
-        for ks in topics_of[src]:
-            c = least[ks]
-            if c >= 0 and (ls < load[c] or (ls == load[c] and src < c)):
-                least[ks] = src
+        # dst is heavier: it is no longer the least of its topics. src is lighter: it is
+        # now the least of its topics whose known least it beats. (Both checks in C.)
+        its = topics_of[dst]
+        cached = list(map(least.__getitem__, its))
+        if dst in cached:
+            for j in compress(range(len(its)), map(dst.__eq__, cached)):
+                least[its[j]] = -1
+        its = topics_of[src]
+        cached = list(map(least.__getitem__, its))
+        beaten = map(
+            gt, zip(map(load.__getitem__, cached), cached, strict=True), repeat((load[src], src))
+        )
+        for j in compress(range(len(its)), beaten):
+            if cached[j] >= 0:
+                least[its[j]] = src
 
     # Fresh partitions already moved sideways once (see below); bounds those moves.
     swapped: set[int] = set()
@@ -834,10 +1106,9 @@ def _general(
         for c in range(members):
             if not fresh_count[c] or c == b or load[c] <= lb:
                 continue
-            os_c = owned_sets[c]
             work[0] -= len(held[c])
             for k2, ids in held[c].items():
-                if k2 in wanted and ids[-1] not in os_c and ids[-1] not in swapped:
+                if k2 in wanted and owner_of[ids[-1]] != c and ids[-1] not in swapped:
                     cand = (-load[c], k2, c)
                     if found is None or cand < found:
                         found = cand
@@ -882,7 +1153,7 @@ def _general(
                 if work[0] < 0:
                     return False
                 for k, ids in held[x].items():
-                    if k in expanded or ids[-1] in owned_sets[x]:
+                    if k in expanded or owner_of[ids[-1]] == x:
                         continue
                     expanded.add(k)
                     work[0] -= len(subs[k])
@@ -921,7 +1192,7 @@ def _general(
         la = load[a]
         for k, ids in held[a].items():
             g = ids[-1]
-            if g in owned_sets[a] or g in swapped:
+            if owner_of[g] == a or g in swapped:
                 continue
             b = least[k]
             if b < 0:
@@ -961,19 +1232,24 @@ def _general(
                 if la - 2 < floor_load:
                     exhausted = True
                     break
-                # (owned flag, load of b, topic): newly given partitions move first.
+                # (owned flag, load of b, topic): newly given partitions move first. The least
+                # loaded subscriber and its load of every topic a holds, looked up in C; only
+                # topics with one 2+ below a are looked at one by one.
                 best: tuple[int, int, int] | None = None
                 best_b = -1
-                for k, ids in held[a].items():
-                    b = least[k]
-                    if b < 0:
-                        b = least[k] = least_of(k)
-                    lb = load[b]
-                    if lb <= la - 2:
-                        cand = (1 if ids[-1] in owned_sets[a] else 0, lb, k)
-                        if best is None or cand < best:
-                            best = cand
-                            best_b = b
+                topics_held = held[a]
+                keys = list(topics_held)
+                bs = list(map(least.__getitem__, keys))
+                if -1 in bs:
+                    for j in compress(range(len(bs)), map((-1).__eq__, bs)):
+                        bs[j] = least[keys[j]] = least_of(keys[j])
+                lbs = list(map(load.__getitem__, bs))
+                for j in compress(range(len(lbs)), map((la - 2).__ge__, lbs)):
+                    k = keys[j]
+                    cand = (1 if owner_of[topics_held[k][-1]] == a else 0, lbs[j], k)
+                    if best is None or cand < best:
+                        best = cand
+                        best_b = bs[j]
                 if best is None:
                     exhausted = True
                     break
@@ -988,38 +1264,56 @@ def _general(
                 fresh = 1
                 if not owned_flag:
                     ids = held[a][k]
-                    os_a = owned_sets[a]
                     fresh = 0
                     for g in reversed(ids):
-                        if g in os_a:
+                        if owner_of[g] == a:
                             break
                         fresh += 1
                 move(a, best_b, k, min(fresh, (la - lb) // 2, max(1, la - cap + 1)))
             if not exhausted:
                 heapq.heappush(donors, (-load[a], a))
 
-    if origin:
+    detoured = bool(origin)
+    if detoured:
         work_left = 2 * (members + layout.total) + 10_000
-        _undo_detours(held, owned_sets, origin, holder, subs, topic_sets, offsets, work_left)
+        _undo_detours(held, owner_of, origin, holder, subs, topic_sets, offsets, load, work_left)
 
     kept: list[list[int]] = []
     added: list[list[int]] = []
+    out_whole = list(whole)
     for i in range(members):
+        if i not in held:
+            # Never touched by the rebalance: it kept all it owned, and gained what the fill
+            # gave it.
+            kept.append([] if whole[i] is not None else owned[i])
+            added.append(fills[i] + list(chain.from_iterable(ids for _, ids in hinted_runs[i])))
+            continue
+        out_whole[i] = None
         mine = list(chain.from_iterable(held[i].values()))
-        os_ = owned_sets[i]
-        kept.append([g for g in mine if g in os_])
-        added.append([g for g in mine if g not in os_])
-    return kept, added
+        if detoured:  # taking back detours moves partitions without counting them
+            kept.append([g for g in mine if owner_of[g] == i])
+            added.append([g for g in mine if owner_of[g] != i])
+        elif not fresh_count[i]:
+            kept.append(mine)
+            added.append([])
+        elif fresh_count[i] == len(mine):
+            kept.append([])
+            added.append(mine)
+        else:
+            kept.append([g for g in mine if owner_of[g] == i])
+            added.append([g for g in mine if owner_of[g] != i])
+    return Plan(layout, member_ids, kept, added, _ClaimedArray(owner_of), out_whole, ordered)
 
 
 def _undo_detours(
-    held: list[dict[int, list[int]]],
-    owned_sets: list[set[int]],
+    held: _Held,
+    owner_of: list[int],
     origin: dict[int, int],
     holder: dict[int, int],
     subs: list[list[int]],
     topic_sets: list[set[int]],
     offsets: list[int],
+    loads: list[int],
     work: int,
 ) -> None:
     """Take back moves the plan does not need, in place, never leaving it less balanced.
@@ -1038,21 +1332,19 @@ def _undo_detours(
     on it may come to hold a new topic). Searches are Bellman-Ford (queue based) within a
     ``work`` budget linear in the group's size: past it, the plan is kept as it is.
     """
-    members = len(held)
-    owner_of = origin  # only partitions away from their owner have one that is not the holder
+    members = held.members
 
     def hops_from(u: int) -> Iterator[tuple[int, int, int]]:
         """(topic, receiver, cost) of every hop ``u`` can make."""
         nonlocal work
-        mine = owned_sets[u]
         for k, ids in held[u].items():
             work -= len(ids)
             back: set[int] = set()
             base = 1
             for g in ids:
-                if g not in mine:
+                if owner_of[g] != u:
                     base = 0
-                    o = owner_of.get(g, -1)
+                    o = origin.get(g, -1)
                     if o >= 0:
                         back.add(o)
             work -= len(subs[k])
@@ -1064,11 +1356,10 @@ def _undo_detours(
         """The partition of topic ``k`` that ``u`` gives ``v``: v's own, else a moved one,
         else (only then) one ``u`` owns."""
         ids = held[u][k]
-        mine = owned_sets[u]
         moved = -1
         for g in ids:
-            if g not in mine:
-                if owner_of.get(g, -1) == v:
+            if owner_of[g] != u:
+                if origin.get(g, -1) == v:
                     return g
                 if moved < 0:
                     moved = g
@@ -1113,16 +1404,16 @@ def _undo_detours(
             if not ids:
                 del held[u][kk]
             held[v].setdefault(kk, []).append(gg)
-            if gg in owned_sets[v]:
+            if owner_of[gg] == v:
                 origin.pop(gg, None)
                 holder.pop(gg, None)
-            elif gg in owned_sets[u]:
+            elif owner_of[gg] == u:
                 origin[gg] = u
                 holder[gg] = v
             elif gg in holder:
                 holder[gg] = v
 
-    load = [sum(map(len, h.values())) for h in held]
+    load = list(loads)
 
     def imbalance() -> int:
         """Partitions that could move to an eligible member with 2+ fewer."""
