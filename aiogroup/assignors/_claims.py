@@ -7,14 +7,14 @@ that they exist and that nobody else claims them, the cooperative step and the l
 object per partition, or one set of ``(topic, partition)`` keys, costs seconds at that size.
 
 :class:`ClaimIndex` instead gathers, member by member (each member's tuples are read while they
-are in cache), the claimed partitions of each topic into one list with C-level calls, then
-sorts each list once. A sorted list answers "is it claimed" by bisection, and tells at once
-whether every claim exists (its ends) and whether a partition is claimed twice (a neighbour).
+are in cache), the claimed partitions of each topic into one list with C-level calls. Each
+question is then a few C-level passes over one topic's list: a set of it says whether a
+partition is claimed twice and answers lookups, its minimum and maximum whether every claim
+exists, and its sum (or the set) which partitions nobody claims.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 
@@ -27,13 +27,14 @@ _INTS = frozenset({int})
 class ClaimIndex:
     """Every claimed partition, per topic, from the members' own ``{topic: partitions}``.
 
-    ``claims[topic]`` lists the partitions of ``topic`` claimed by any member, sorted, with
-    repeats (a partition claimed by two members, or listed twice by one, appears twice). Topics
-    whose partitions cannot be ordered (values that are not numbers) are kept unsorted and are
-    not :meth:`regular`. Empty lists are dropped.
+    ``claims[topic]`` lists the partitions of ``topic`` claimed by any member, in the order
+    gathered (member by member), with repeats: a partition claimed by two members, or listed
+    twice by one, appears twice. Topics nobody claims a partition of have no entry.
+
+    Raises ``TypeError`` if a member's partitions are not iterable.
     """
 
-    __slots__ = ("_regular", "claims", "unsorted")
+    __slots__ = ("_regular", "_sets", "claims")
 
     def __init__(self, maps: Sequence[Claims]) -> None:
         gathered: defaultdict[str, list[int]] = defaultdict(list)
@@ -43,45 +44,52 @@ class ClaimIndex:
             if claims:
                 # list.extend(gathered[topic], partitions) for every topic, in C.
                 deque(map(extend, map(lists, claims), claims.values()), 0)
-        self.claims: dict[str, list[int]] = {}
-        #: Topics whose claims could not be sorted (kept in the order gathered).
-        self.unsorted: set[str] = set()
+        self.claims: dict[str, list[int]] = {t: parts for t, parts in gathered.items() if parts}
+        self._sets: dict[str, set[int]] = {}
         self._regular: dict[str, bool] = {}
-        for topic, parts in gathered.items():
-            if not parts:
-                continue
-            try:
-                parts.sort()
-            except TypeError:
-                self.unsorted.add(topic)
-                self._regular[topic] = False
-            self.claims[topic] = parts
+
+    def claimed_set(self, topic: str) -> set[int]:
+        """The distinct partitions of ``topic`` claimed (``TypeError`` if unhashable)."""
+        found = self._sets.get(topic)
+        if found is None:
+            found = self._sets[topic] = set(self.claims.get(topic, ()))
+        return found
+
+    def distinct(self, topic: str) -> bool:
+        """Whether no partition of ``topic`` is claimed twice (by two members, or by one)."""
+        return len(self.claimed_set(topic)) == len(self.claims.get(topic, ()))
 
     def regular(self, topic: str) -> bool:
-        """True if the claims of ``topic`` are ints (sorted) and no partition is claimed twice.
+        """True if the claims of ``topic`` are plain ints (not bools, floats...), none twice.
 
         Says nothing about whether the partitions exist: see :meth:`within`.
         """
         known = self._regular.get(topic)
         if known is None:
             parts = self.claims.get(topic, [])
-            # Plain ints only (not bools, floats...), none twice.
-            known = _INTS.issuperset(map(type, parts)) and len(set(parts)) == len(parts)
+            known = _INTS.issuperset(map(type, parts)) and self.distinct(topic)
             self._regular[topic] = known
         return known
 
     def within(self, topic: str, count: int) -> bool:
         """True if every claim of ``topic`` is a partition ``0 <= p < count`` (for a
-        :meth:`regular` topic: two comparisons)."""
+        :meth:`regular` topic; ``TypeError`` for values that do not compare with ints)."""
         parts = self.claims.get(topic)
-        return not parts or (parts[0] >= 0 and parts[-1] < count)
+        return not parts or (min(parts) >= 0 and max(parts) < count)
 
     def claimed(self, topic: str, partition: int) -> bool:
         """Whether some member claims ``topic``-``partition``."""
-        parts = self.claims.get(topic)
-        if not parts:
-            return False
-        if topic in self.unsorted:
-            return partition in parts
-        i = bisect_left(parts, partition)
-        return i < len(parts) and parts[i] == partition
+        return topic in self.claims and partition in self.claimed_set(topic)
+
+    def unclaimed(self, topic: str, count: int) -> list[int]:
+        """The partitions ``0 .. count - 1`` of a :meth:`regular`, :meth:`within` topic that
+        nobody claims, ascending."""
+        parts = self.claims.get(topic, [])
+        missing = count - len(parts)
+        if missing == 0:
+            return []
+        if missing == count:
+            return list(range(count))
+        if missing == 1:  # what the sum lacks
+            return [count * (count - 1) // 2 - sum(parts)]
+        return sorted(set(range(count)).difference(self.claimed_set(topic)))

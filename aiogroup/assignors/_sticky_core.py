@@ -46,8 +46,9 @@ from collections import Counter, deque
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import chain, compress, filterfalse, islice, repeat
-from operator import add, eq, ge, gt, lt, ne
+from functools import reduce
+from itertools import accumulate, chain, compress, filterfalse, islice, repeat
+from operator import add, eq, ge, gt, itemgetter, le, lt, ne, or_, sub
 
 from aiogroup.assignors._claims import ClaimIndex
 from aiogroup.protocol.types import NO_GENERATION, PartitionsByTopic
@@ -201,18 +202,17 @@ class Layout:
         """
         if not ids:
             return {}
-        if len(ids) * 64 < self.total and self._topic_of is None:
+        if len(ids) <= 16 and self._topic_of is None:
             return self._grouped_few(ids)
-        topic_of = self.topic_of
+        names = list(map(self.topic_of.__getitem__, ids))
         out: dict[str, tuple[int, ...]] = dict(
-            zip(map(topic_of.__getitem__, ids), map(self.single_of.__getitem__, ids), strict=True)
+            zip(names, map(self.single_of.__getitem__, ids), strict=True)
         )
         if len(out) != len(ids):
-            names = list(map(topic_of.__getitem__, ids))
             part_of = self.part_of
             if len(ids) - len(out) > 8:
                 # Many topics with several partitions: cut the partitions at each new topic.
-                starts = [0, *compress(range(1, len(ids)), map(ne, names[1:], names))]
+                starts = [0, *compress(range(1, len(ids)), map(ne, islice(names, 1, None), names))]
                 parts = tuple(map(part_of.__getitem__, ids))
                 cuts = map(slice, starts, [*starts[1:], len(ids)])
                 return dict(
@@ -249,16 +249,22 @@ class Plan:
     #: With ``whole``: whether each claim is in order already (topics sorted, each topic's
     #: partitions sorted), so that a copy of it is the member's assignment.
     ordered: Sequence[bool] = ()
+    #: Per member, when given and not ``None``: its assignment already grouped, the same as
+    #: grouping ``kept`` and ``added`` would give (a step that changes ``added`` drops it).
+    ready: Sequence[dict[str, tuple[int, ...]] | None] = ()
 
     def assignments(self) -> dict[str, dict[str, tuple[int, ...]]]:
         """Per member id, its partitions grouped by topic, sorted."""
         out: dict[str, dict[str, tuple[int, ...]]] = {}
         layout = self.layout
         whole = self.whole or repeat(None)
-        for i, (member_id, kept, added, own) in enumerate(
-            zip(self.member_ids, self.kept, self.added, whole, strict=False)
+        ready = self.ready or repeat(None)
+        for i, (member_id, kept, added, own, done) in enumerate(
+            zip(self.member_ids, self.kept, self.added, whole, ready, strict=False)
         ):
-            if own is None:
+            if done is not None:
+                out[member_id] = done
+            elif own is None:
                 out[member_id] = layout.grouped(sorted(chain(kept, added)))
             else:
                 out[member_id] = _with_added(own, layout.grouped(sorted(added)), self.ordered[i])
@@ -290,6 +296,24 @@ def _with_added(
     if len(out) == topics or all(map(lt, out, islice(out, 1, None))):
         return out  # no topic added, or added in order
     return {t: out[t] for t in sorted(out)}
+
+
+def _in_order(claim: PartitionsByTopic, lens: list[int]) -> bool:
+    """Whether a valid claim (partitions in tuples of lengths ``lens``, none twice) is sorted:
+    its topics, and each topic's partitions. A copy of it is then the member's assignment."""
+    if not lens or 0 in lens or not _sorted_keys(claim):
+        return False
+    top = max(lens)
+    if top == 1:
+        return True
+    if top == 2:  # distinct partitions: a pair is sorted if its first is below its last
+        values = claim.values()
+        return all(map(le, map(_first, values), map(_last, values)))
+    return _tuples_sorted(claim.values(), lens)
+
+
+_first = itemgetter(0)
+_last = itemgetter(-1)
 
 
 def _tuples_sorted(values: Iterable[Sequence[int]], lens: list[int]) -> bool:
@@ -473,6 +497,21 @@ def balance(
         fast = _uniform_by_topic(layout, member_ids, claims, subscribed[0])
         if fast is not None:
             return fast
+    uniform = not claims or all(s == subscribed[0] for s in subscribed)
+    if not uniform:
+        hinted: dict[int, int] = {}
+        if hint:
+            position = {m: i for i, m in enumerate(member_ids)}
+            for (topic, p), member in hint.items():
+                k = layout.index.get(topic)
+                to = position.get(member)
+                if k is not None and to is not None and 0 <= p < layout.counts[k]:
+                    hinted[layout.offsets[k] + p] = to
+        owned_view: _OwnedIds | _OwnedClaims | None = _OwnedClaims.of(layout, claims, subscribed)
+        if owned_view is None:
+            owned_view = _OwnedIds(layout, member_ids, claims, subscribed)
+        return _general(layout, member_ids, subscribed, owned_view, hinted)
+
     owned: list[list[int]] = []
     claimed_lists: list[list[int]] = []
     foreign_any = False
@@ -482,61 +521,156 @@ def balance(
         if foreign:
             foreign_any = True
             claimed_lists.append(foreign)
-    if not claims or all(s == subscribed[0] for s in subscribed):
-        claimed: set[int] = set()
-        for ids in owned:
-            claimed.update(ids)
-        if len(claimed) != sum(map(len, owned)):
-            _resolve(member_ids, [c.generation for c in claims], owned)
-        if foreign_any:
-            claimed.update(chain.from_iterable(claimed_lists))
-        if not claims:
-            return Plan(layout, [], [], [], claimed)
-        kept, added = _uniform(layout, owned, claimed)
-        return Plan(layout, member_ids, kept, added, claimed)
-
-    # Unequal subscriptions. owner_of[g]: the member that validly owns id g, -2 if claimed but
-    # kept by nobody (a claim of an unsubscribed topic, a lost conflict), -1 if unclaimed.
-    owner_of = [-1] * layout.total
-    mark = owner_of.__setitem__
-    for ids in claimed_lists:
-        deque(map(mark, ids, repeat(-2)), 0)
-    conflict = False
-    for i, ids in enumerate(owned):
-        if ids:
-            conflict = conflict or max(map(owner_of.__getitem__, ids)) >= 0
-            deque(map(mark, ids, repeat(i)), 0)
-    before = list(map(len, owned))
-    if conflict:
-        everything = list(chain.from_iterable(owned))
+    claimed: set[int] = set()
+    for ids in owned:
+        claimed.update(ids)
+    if len(claimed) != sum(map(len, owned)):
         _resolve(member_ids, [c.generation for c in claims], owned)
-        deque(map(mark, everything, repeat(-2)), 0)
+    if foreign_any:
+        claimed.update(chain.from_iterable(claimed_lists))
+    if not claims:
+        return Plan(layout, [], [], [], claimed)
+    kept, added = _uniform(layout, owned, claimed)
+    return Plan(layout, member_ids, kept, added, claimed)
+
+
+class _OwnedIds:
+    """What each member validly owns, for :func:`_general`: checked member by member
+    (:func:`_member_ids`, with warnings for bad claims), conflicts resolved (:func:`_resolve`).
+
+    ``owner_of[g]`` is the member that validly owns id ``g``, -2 if it is claimed but kept by
+    nobody (a claim of an unsubscribed topic, a lost conflict), -1 if nobody claims it.
+    ``whole[i]`` is member ``i``'s claim when it is exactly what the member validly owns (in
+    tuples), ``ordered[i]`` whether that claim is sorted already (see :attr:`Plan.ordered`).
+    """
+
+    def __init__(
+        self,
+        layout: Layout,
+        member_ids: list[str],
+        claims: list[MemberClaim],
+        subscribed: list[frozenset[str]],
+    ) -> None:
+        self.layout = layout
+        owned: list[list[int]] = []
+        owner_of = [-1] * layout.total
+        mark = owner_of.__setitem__
+        for claim, subs in zip(claims, subscribed, strict=True):
+            valid, foreign = _member_ids(layout, claim, subs)
+            owned.append(valid)
+            deque(map(mark, foreign, repeat(-2)), 0)
+        conflict = False
         for i, ids in enumerate(owned):
-            deque(map(mark, ids, repeat(i)), 0)
-    # A member whose claim is exactly what it validly owns keeps it as given (Plan.whole).
-    whole: list[PartitionsByTopic | None] = [None] * len(claims)
-    ordered = [False] * len(claims)
-    for i, claim in enumerate(claims):
-        if not owned[i] or len(owned[i]) != before[i]:
-            continue
+            if ids:
+                conflict = conflict or max(map(owner_of.__getitem__, ids)) >= 0
+                deque(map(mark, ids, repeat(i)), 0)
+        before = list(map(len, owned))
+        if conflict:
+            everything = list(chain.from_iterable(owned))
+            _resolve(member_ids, [c.generation for c in claims], owned)
+            deque(map(mark, everything, repeat(-2)), 0)
+            for i, ids in enumerate(owned):
+                deque(map(mark, ids, repeat(i)), 0)
+        self.owned = owned
+        self.owner_of = owner_of
+        self.loads = list(map(len, owned))
+        self.claimed: Container[int] = _ClaimedArray(owner_of)
+        self.whole: list[PartitionsByTopic | None] = [None] * len(claims)
+        self.ordered = [False] * len(claims)
+        for i, claim in enumerate(claims):
+            if not owned[i] or len(owned[i]) != before[i]:
+                continue
+            try:
+                lens = list(map(_tuple_len, claim.owned.values()))
+            except TypeError:
+                continue
+            if sum(lens) == len(owned[i]):
+                self.whole[i] = claim.owned
+                self.ordered[i] = _in_order(claim.owned, lens)
+
+    def ids(self, i: int) -> list[int]:
+        """The ids member ``i`` validly owns."""
+        return self.owned[i]
+
+    def free(self, k: int) -> list[int]:
+        """The ids of topic ``k`` nobody validly owns, ascending."""
+        return _free_ids(self.owner_of, self.layout.offsets[k], self.layout.counts[k])
+
+
+class _OwnedClaims:
+    """:class:`_OwnedIds` for plainly valid claims, checked per topic instead of per member.
+
+    When every claimed partition is an int that exists, of a topic its claimant subscribes to,
+    and nobody claims a partition twice (so there is no conflict and nothing to warn about),
+    each member owns exactly its claim. A :class:`ClaimIndex` shows that with a few C-level
+    passes over each topic's claims, and then a member's ids are worked out (and ``owner_of``
+    marked) only when :func:`_general` groups it; free partitions come from the gaps in each
+    topic's sorted claims.
+    """
+
+    def __init__(
+        self,
+        layout: Layout,
+        claims: list[MemberClaim],
+        index: ClaimIndex,
+        lens: list[list[int]],
+    ) -> None:
+        self.layout = layout
+        self._claims = claims
+        self._index = index
+        self._lens = lens
+        self.owner_of = [-1] * layout.total
+        self.loads = list(map(sum, lens))
+        self.claimed: Container[int] = _ClaimedIds(layout, index)
+        self.whole: list[PartitionsByTopic | None] = [c.owned or None for c in claims]
+        self.ordered = [_in_order(c.owned, ls) for c, ls in zip(claims, lens, strict=True)]
+
+    @classmethod
+    def of(
+        cls, layout: Layout, claims: list[MemberClaim], subscribed: list[frozenset[str]]
+    ) -> _OwnedClaims | None:
+        """The view, or ``None`` if some claim is not plainly valid."""
+        lens: list[list[int]] = []
+        for claim, subs in zip(claims, subscribed, strict=True):
+            owned = claim.owned
+            try:
+                # Subscribed topics only; _tuple_len refuses anything but a tuple.
+                if owned and not owned.keys() <= subs:
+                    return None
+                lens.append(list(map(_tuple_len, owned.values())) if owned else [])
+            except (TypeError, AttributeError):
+                return None
         try:
-            lens = list(map(_tuple_len, claim.owned.values()))
+            index = ClaimIndex([c.owned for c in claims])
         except TypeError:
-            continue
-        ids = owned[i]
-        if sum(lens) == len(ids):
-            whole[i] = claim.owned
-            # Ids ascending in the claim's own order: topics and partitions are sorted.
-            ordered[i] = 0 not in lens and all(map(lt, ids, islice(ids, 1, None)))
-    hinted: dict[int, int] = {}
-    if hint:
-        position = {m: i for i, m in enumerate(member_ids)}
-        for (topic, p), member in hint.items():
-            k = layout.index.get(topic)
-            to = position.get(member)
-            if k is not None and to is not None and 0 <= p < layout.counts[k]:
-                hinted[layout.offsets[k] + p] = to
-    return _general(layout, member_ids, subscribed, owned, owner_of, hinted, whole, ordered)
+            return None
+        count_of = layout.count_of
+        for topic in index.claims:
+            count = count_of.get(topic)
+            if count is None or not index.regular(topic) or not index.within(topic, count):
+                return None
+        return cls(layout, claims, index, lens)
+
+    def ids(self, i: int) -> list[int]:
+        """The ids member ``i`` owns (its whole claim), marked in ``owner_of``."""
+        owned = self._claims[i].owned
+        if not owned:
+            return []
+        offsets = map(self.layout.offset_of.__getitem__, owned)
+        ids = list(
+            map(
+                add,
+                chain.from_iterable(owned.values()),
+                chain.from_iterable(map(repeat, offsets, self._lens[i])),
+            )
+        )
+        deque(map(self.owner_of.__setitem__, ids, repeat(i)), 0)
+        return ids
+
+    def free(self, k: int) -> list[int]:
+        """The ids of topic ``k`` nobody claims, ascending."""
+        start, count = self.layout.offsets[k], self.layout.counts[k]
+        return list(map(add, self._index.unclaimed(self.layout.topics[k], count), repeat(start)))
 
 
 def _uniform(
@@ -668,11 +802,7 @@ def _uniform_by_topic(
             return None
         size = sum(lens)
         sizes.append(size)
-        ordered.append(
-            0 not in lens
-            and _sorted_keys(m)
-            and (size == len(lens) or _tuples_sorted(m.values(), lens))
-        )
+        ordered.append(_in_order(m, lens))
     total = layout.total
     quotas = _quotas(total, sizes)
     kept: list[list[int]] = [[] for _ in maps]
@@ -707,14 +837,13 @@ def _uniform_by_topic(
 
 def _free_in_pt_order(layout: Layout, index: ClaimIndex, dropped: list[int]) -> list[int]:
     """Ids of the partitions nobody claims, plus ``dropped``, in partition-then-topic order
-    (KAFKA-16277). Few are free: each topic's gaps are found by bisecting its sorted claims."""
+    (KAFKA-16277)."""
     ntopics = len(layout.topics)
     keys: list[int] = []  # partition * topics + topic: sorts in partition-then-topic order
     empty: list[int] = []
     for k, (topic, count) in enumerate(zip(layout.topics, layout.counts, strict=True)):
-        parts = index.claims.get(topic, empty)
-        if len(parts) != count:
-            keys.extend(p * ntopics + k for p in _gaps(parts, count))
+        if len(index.claims.get(topic, empty)) != count:
+            keys.extend(p * ntopics + k for p in index.unclaimed(topic, count))
     part_of = layout.part_of
     offsets = layout.offsets
     for g in dropped:
@@ -723,55 +852,28 @@ def _free_in_pt_order(layout: Layout, index: ClaimIndex, dropped: list[int]) -> 
     return [offsets[key % ntopics] + key // ntopics for key in keys]
 
 
-def _gaps(parts: list[int], count: int) -> list[int]:
-    """The numbers in ``0..count-1`` missing from ``parts`` (sorted, distinct, within range),
-    ascending; O(gaps x log count)."""
-    out: list[int] = []
-    # (first index, end index, first value, end value): parts[lo:hi] should be lo_v..hi_v-1.
-    stack = [(0, len(parts), 0, count)]
-    while stack:
-        lo, hi, lo_v, hi_v = stack.pop()
-        if hi - lo == hi_v - lo_v:
-            continue
-        if lo == hi:
-            out.extend(range(lo_v, hi_v))
-            continue
-        mid = (lo + hi) // 2
-        v = parts[mid]
-        stack.append((mid + 1, hi, v + 1, hi_v))
-        stack.append((lo, mid, lo_v, v))
-    return out
-
-
 class _Held(dict[int, dict[int, list[int]]]):
     """``held[i]``: member ``i``'s partitions grouped by topic (``{topic index: [ids]}``).
 
-    Built on first access, from what the member owns (topics ascending, ids ascending), then
-    what the fill gave it (``hinted[i]``, ``(topic, ids)`` runs in the order given, before the
-    ids in ``filled[i]``, ascending), topics in the order the fill went through them
-    (``rank``): the same dict, in the same order, as the fill building every member's as it
-    goes. A member the rebalance never touches (most of them, once a group is balanced) is
-    never grouped at all.
+    Built on first access: what the member owns (topics ascending,
+    ids ascending), then what the fill gave it (``filled[i]``: one run of ids per topic, in the
+    order the fill went through the topics). That is the dict, in the order, that the fill
+    would have built as it went; but a member the rebalance never touches (most of them, once
+    a group is balanced) is never grouped at all.
     """
 
     def __init__(
-        self,
-        layout: Layout,
-        owned: list[list[int]],
-        hinted: list[list[tuple[int, list[int]]]],
-        filled: list[list[int]],
-        rank: list[int],
+        self, layout: Layout, owned: _OwnedIds | _OwnedClaims, filled: list[list[int]]
     ) -> None:
         super().__init__()
-        self.members = len(owned)
+        self.members = len(filled)
         self._layout = layout
         self._owned = owned
-        self._hinted = hinted
         self._filled = filled
-        self._rank = rank
 
     def _by_topic(self, ids: list[int]) -> dict[int, list[int]]:
-        """Ascending ``ids`` grouped by topic, in C: cut where the topic index changes."""
+        """``ids`` (each topic's in one run) grouped by topic, in C: cut where the topic
+        changes."""
         if not ids:
             return {}
         ks = list(map(self._layout.topic_index_of.__getitem__, ids))
@@ -780,29 +882,40 @@ class _Held(dict[int, dict[int, list[int]]]):
         return dict(zip(map(ks.__getitem__, starts), map(ids.__getitem__, cuts), strict=True))
 
     def __missing__(self, i: int) -> dict[int, list[int]]:
-        grouped = self._by_topic(sorted(self._owned[i]))
-        given = self._by_topic(self._filled[i])
-        if self._hinted[i]:  # handed out before the rest of the same topic
-            first: dict[int, list[int]] = {}
-            for k, ids in self._hinted[i]:
-                first.setdefault(k, []).extend(ids)
-            for k, ids in given.items():
-                first.setdefault(k, []).extend(ids)
-            given = first
-        order = sorted(given, key=self._rank.__getitem__)
-        if not grouped:
-            grouped = dict(zip(order, map(given.__getitem__, order), strict=True))
-        else:
-            for k in order:
-                have = grouped.get(k)
-                if have is None:
-                    grouped[k] = given[k]
-                else:
-                    have.extend(given[k])
-        self._hinted[i] = []
+        mine = self._owned.ids(i)
+        if not mine:
+            self[i] = grouped = self._by_topic(self._filled[i])
+            self._filled[i] = []
+            return grouped
+        grouped = self._by_topic(sorted(mine))
+        for k, ids in self._by_topic(self._filled[i]).items():
+            have = grouped.get(k)
+            if have is None:
+                grouped[k] = ids
+            else:
+                have.extend(ids)
         self._filled[i] = []
         self[i] = grouped
         return grouped
+
+
+def _grouped_held(
+    layout: Layout, held: dict[int, list[int]]
+) -> tuple[dict[str, tuple[int, ...]], list[int]]:
+    """A member's ``held`` as its assignment (:meth:`Layout.grouped` of all its ids), and all
+    its ids in topic order. The ids are grouped by topic already: only a topic that received a
+    partition out of order needs sorting, and the cuts come from the topics' lengths."""
+    topics = sorted(held)
+    values = list(map(held.__getitem__, topics))
+    ids = list(chain.from_iterable(values))
+    if not all(map(lt, ids, islice(ids, 1, None))):
+        values = list(map(sorted, values))
+        ids = list(chain.from_iterable(values))
+    parts = tuple(map(layout.part_of.__getitem__, ids))
+    ends = list(accumulate(map(len, values)))
+    cuts = map(slice, [0, *ends[:-1]], ends)
+    names = map(layout.topics.__getitem__, topics)
+    return dict(zip(names, map(parts.__getitem__, cuts), strict=True)), ids
 
 
 def _free_ids(owner_of: list[int], start: int, count: int) -> list[int]:
@@ -874,11 +987,19 @@ class _LeastLoaded:
     O(members).
     """
 
-    __slots__ = ("_at", "_bits", "_levels", "_members", "_subs")
+    __slots__ = ("_at", "_bits", "_levels", "_members", "_near_of", "_same", "_subs", "_topics_of")
 
-    def __init__(self, members: int, subs: list[list[int]], load: list[int]) -> None:
+    def __init__(
+        self, members: int, subs: list[list[int]], load: list[int], topics_of: list[list[int]]
+    ) -> None:
         self._members = members
         self._subs = subs
+        self._topics_of = topics_of
+        # Per member, the members it shares a topic with (built on first use).
+        self._near_of = [-1] * members
+        self._same: dict[int, list[int]] = {}
+        for i, ks in enumerate(topics_of):
+            self._same.setdefault(id(ks), []).append(i)
         self._bits: list[int] = [-1] * len(subs)  # per topic, built on first use
         self._at: dict[int, int] = {}
         for i, n in enumerate(load):
@@ -893,6 +1014,26 @@ class _LeastLoaded:
             flags.reverse()
             bits = self._bits[k] = int(flags, 2)
         return bits
+
+    def lighter_near(self, a: int, limit: int) -> bool:
+        """Whether a member with load ``<= limit`` subscribes to a topic member ``a`` does."""
+        near = self._near_of[a]
+        if near < 0:
+            bits = self._bits
+            for k in self._topics_of[a]:
+                if bits[k] < 0:
+                    self._subscribers(k)
+            near = reduce(or_, map(bits.__getitem__, self._topics_of[a]), 0)
+            # Members with the same subscription share one list of topics: share the result.
+            for b in self._same[id(self._topics_of[a])]:
+                self._near_of[b] = near
+        at = self._at
+        for n in self._levels:
+            if n > limit:
+                return False
+            if at[n] & near:
+                return True
+        return False
 
     def least_of(self, k: int) -> int:
         """The least loaded subscriber of topic ``k`` (-1 if it has none)."""
@@ -945,21 +1086,17 @@ def _general(
     layout: Layout,
     member_ids: list[str],
     subscribed: list[frozenset[str]],
-    owned: list[list[int]],
-    owner_of: list[int],
+    owned: _OwnedIds | _OwnedClaims,
     hinted: Mapping[int, int],
-    whole: list[PartitionsByTopic | None],
-    ordered: list[bool],
 ) -> Plan:
     """Unequal subscriptions: keep, fill the least loaded eligible member, then rebalance until
     no partition could move to an eligible member with 2+ fewer partitions.
 
-    ``owner_of[g]`` is the member that validly owns partition id ``g`` (after conflicts are
-    resolved), ``-2`` if it is claimed but nobody keeps it, ``-1`` if nobody claims it.
+    ``owned`` says what each member validly owns (:class:`_OwnedIds`, :class:`_OwnedClaims`).
     ``hinted`` maps a partition id to the member index a previous plan meant it for; free
-    partitions go there first when that member subscribes to the topic. ``whole[i]`` is member
-    ``i``'s claim when it is exactly what the member validly owns: if the member only gains
-    partitions, its claim stands for what it keeps (:attr:`Plan.whole`).
+    partitions go there first when that member subscribes to the topic. A member whose claim
+    is exactly what it validly owns (``owned.whole``) and that only gains partitions keeps its
+    claim as the kept part (:attr:`Plan.whole`).
 
     At a million partitions the work is kept per topic and per member, never per partition in
     Python: the fill hands each topic's free partitions out in bulk (the exact order a heap of
@@ -967,7 +1104,8 @@ def _general(
     sets of the members at each load, and a member's partitions are grouped by topic
     (``held``) only once the rebalance touches it.
     """
-    members = len(owned)
+    members = len(subscribed)
+    owner_of = owned.owner_of  # complete for every member grouped into held (see _Held)
     ntopics = len(layout.topics)
     offsets, counts = layout.offsets, layout.counts
     subs: list[list[int]] = [[] for _ in range(ntopics)]
@@ -985,25 +1123,24 @@ def _general(
         # subs[k].append(i) for each topic, in C; i grows, so each subs[k] stays sorted.
         deque(map(list.append, map(subs_of, known[1]), repeat(i)), 0)
 
-    load = list(map(len, owned))
+    load = list(owned.loads)
 
     # Fill: the most constrained topics first, each partition to the least loaded subscriber.
-    # filled_by[g]: the member the fill gave id g to (-1: none, or given as hinted).
-    fill_order = sorted(range(ntopics), key=lambda k: (len(subs[k]), k))
+    # filled_by[g]: the member the fill gave id g to; filled: those ids, in the order given.
     filled_by = [-1] * layout.total
-    filled: list[int] = []  # every id the fill gave, by topic
-    hinted_runs: list[list[tuple[int, list[int]]]] = [[] for _ in range(members)]
-    for k in fill_order:
+    filled: list[int] = []
+    for k in sorted(range(ntopics), key=lambda k: (len(subs[k]), k)):
         if not subs[k]:
             continue
-        free = _free_ids(owner_of, offsets[k], counts[k])
+        free = owned.free(k)
         if hinted and free:
             rest = []
             name = layout.topics[k]
             for g in free:
                 i = hinted.get(g, -1)
                 if i >= 0 and name in subscribed[i]:
-                    hinted_runs[i].append((k, [g]))
+                    filled_by[g] = i
+                    filled.append(g)
                     load[i] += 1
                 else:
                     rest.append(g)
@@ -1016,25 +1153,18 @@ def _general(
         else:
             deque(map(filled_by.__setitem__, free, receivers), 0)
         filled.extend(free)
-    # Each member's filled ids, ascending (filled_by[g].append(g) for each g, in C).
+    # What the fill gave each member, in the order given: fills[filled_by[g]].append(g), in C.
     fills: list[list[int]] = [[] for _ in range(members)]
-    filled.sort()
     deque(map(list.append, map(fills.__getitem__, map(filled_by.__getitem__, filled)), filled), 0)
     # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
-    # moving are the newly given ones. Built on first access (see _Held).
-    rank = [0] * ntopics
-    for r, k in enumerate(fill_order):
-        rank[k] = r
-    held = _Held(layout, owned, hinted_runs, fills, rank)
+    # moving are the newly given ones. Grouped only when the rebalance touches the member.
+    held = _Held(layout, owned, fills)
     # Partitions held that the member did not own: so far, all it was given.
-    fresh_count = [
-        len(ids) + sum(len(g) for _, g in runs)
-        for ids, runs in zip(fills, hinted_runs, strict=True)
-    ]
+    fresh_count = list(map(sub, load, owned.loads))
 
     # Rebalance: move from a loaded member to the least loaded eligible member while that member
     # has 2+ fewer. Every move lowers the sum of squared loads, so this terminates.
-    least_finder = _LeastLoaded(members, subs, load)
+    least_finder = _LeastLoaded(members, subs, load, topics_of)
     least_of = least_finder.least_of
 
     # least[k]: cached least_of(k), -1 if unknown. Kept up to date per move instead of
@@ -1229,7 +1359,8 @@ def _general(
             exhausted = False
             while load[a] >= cap:
                 la = load[a]
-                if la - 2 < floor_load:
+                if la - 2 < floor_load or not least_finder.lighter_near(a, la - 2):
+                    # Nobody sharing a topic with a has 2+ fewer: no topic of a has a taker.
                     exhausted = True
                     break
                 # (owned flag, load of b, topic): newly given partitions move first. The least
@@ -1280,16 +1411,17 @@ def _general(
 
     kept: list[list[int]] = []
     added: list[list[int]] = []
-    out_whole = list(whole)
+    out_whole = list(owned.whole)
+    ready: list[dict[str, tuple[int, ...]] | None] = [None] * members
     for i in range(members):
         if i not in held:
             # Never touched by the rebalance: it kept all it owned, and gained what the fill
             # gave it.
-            kept.append([] if whole[i] is not None else owned[i])
-            added.append(fills[i] + list(chain.from_iterable(ids for _, ids in hinted_runs[i])))
+            kept.append([] if out_whole[i] is not None else owned.ids(i))
+            added.append(fills[i])
             continue
         out_whole[i] = None
-        mine = list(chain.from_iterable(held[i].values()))
+        ready[i], mine = _grouped_held(layout, held[i])
         if detoured:  # taking back detours moves partitions without counting them
             kept.append([g for g in mine if owner_of[g] == i])
             added.append([g for g in mine if owner_of[g] != i])
@@ -1302,7 +1434,7 @@ def _general(
         else:
             kept.append([g for g in mine if owner_of[g] == i])
             added.append([g for g in mine if owner_of[g] != i])
-    return Plan(layout, member_ids, kept, added, _ClaimedArray(owner_of), out_whole, ordered)
+    return Plan(layout, member_ids, kept, added, owned.claimed, out_whole, owned.ordered, ready)
 
 
 def _undo_detours(

@@ -174,7 +174,7 @@ class CooperativeViolationError(AssertionError):
 class _Claims:
     """Who owns what, per topic, without a per-partition object (KIP-429 2a).
 
-    ``index`` lists, per topic, the partitions some member claims (sorted, see
+    ``index`` lists, per topic, the partitions some member claims (see
     :class:`~aiogroup.assignors._claims.ClaimIndex`). A partition claimed by one member only
     is owned by it; ``contested[t]`` gives the owner of each partition of ``t`` claimed more
     than once (the highest generation, ``None`` on a tie: KAFKA-12984, KAFKA-14639), and only
@@ -191,7 +191,7 @@ class _Claims:
         self.index = ClaimIndex([o for o in self.owned.values() if o])
         self.contested: dict[str, dict[int, str | None]] = {}
         for topic, parts in self.index.claims.items():
-            if len(set(parts)) != len(parts):
+            if not self.index.distinct(topic):
                 self._resolve(topic, subscriptions, parts)
 
     def _resolve(
@@ -354,8 +354,11 @@ def _give_back(
     index = claims.index
     for topic, parts in index.claims.items():
         count = partitions_per_topic.get(topic, 0)
-        if count > 0 and topic not in index.unsorted and parts[0] >= 0 and parts[-1] < count:
-            continue  # every claim exists: the ends of the sorted claims say so
+        try:
+            if count > 0 and index.within(topic, count):
+                continue  # every claim exists (checked in C)
+        except TypeError:  # partitions that are not numbers: compared one by one below
+            pass
         unknown.extend((topic, p) for p in dict.fromkeys(parts) if not 0 <= p < count)
     if not unknown:
         return []
