@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from itertools import accumulate, chain, compress, filterfalse, islice, repeat
 from operator import add, eq, ge, gt, itemgetter, le, lt, ne, or_, sub
+from typing import Any
 
 from aiogroup.assignors._claims import ClaimIndex
 from aiogroup.protocol.types import NO_GENERATION, PartitionsByTopic
@@ -125,6 +126,18 @@ class Layout:
         self._part_of: list[int] | None = None
         self._singletons: list[tuple[int]] | None = None
 
+    @classmethod
+    def of(cls, partitions_per_topic: Mapping[str, int]) -> Layout:
+        """The layout of ``partitions_per_topic``: the last one made if the counts are the same
+        (a leader assigns the same topics round after round, and the per-partition tables a
+        layout builds on demand cost tens of milliseconds at a million partitions)."""
+        global _last_layout
+        last = _last_layout
+        if last is not None and last.count_of == partitions_per_topic:
+            return last
+        _last_layout = layout = cls(partitions_per_topic)
+        return layout
+
     @property
     def total(self) -> int:
         return self.offsets[-1] + self.counts[-1] if self.counts else 0
@@ -184,6 +197,13 @@ class Layout:
         """Sort key putting ids in partition-then-topic order."""
         return (self.part_of[ident], bisect_left(self.offsets, ident + 1))
 
+    def _cut(self, ids: list[int], names: list[str]) -> dict[str, tuple[int, ...]]:
+        """:meth:`grouped` by cutting the partitions where the topic changes."""
+        starts = [0, *compress(range(1, len(ids)), map(ne, islice(names, 1, None), names))]
+        parts = tuple(map(self.part_of.__getitem__, ids))
+        cuts = map(slice, starts, [*starts[1:], len(ids)])
+        return dict(zip(map(names.__getitem__, starts), map(parts.__getitem__, cuts), strict=True))
+
     def _grouped_few(self, ids: list[int]) -> dict[str, tuple[int, ...]]:
         """:meth:`grouped` for a few ids, without building per-id tables for every partition."""
         out: dict[str, list[int]] = {}
@@ -205,25 +225,26 @@ class Layout:
         if len(ids) <= 16 and self._topic_of is None:
             return self._grouped_few(ids)
         names = list(map(self.topic_of.__getitem__, ids))
+        if len(ids) > 16 and (names[0] == names[1] or names[-2] == names[-1]):
+            # Several partitions per topic, by the look of it: cut the partitions at each new
+            # topic (building the one-per-topic dict first would be wasted).
+            return self._cut(ids, names)
         out: dict[str, tuple[int, ...]] = dict(
             zip(names, map(self.single_of.__getitem__, ids), strict=True)
         )
         if len(out) != len(ids):
             part_of = self.part_of
             if len(ids) - len(out) > 8:
-                # Many topics with several partitions: cut the partitions at each new topic.
-                starts = [0, *compress(range(1, len(ids)), map(ne, islice(names, 1, None), names))]
-                parts = tuple(map(part_of.__getitem__, ids))
-                cuts = map(slice, starts, [*starts[1:], len(ids)])
-                return dict(
-                    zip(map(names.__getitem__, starts), map(parts.__getitem__, cuts), strict=True)
-                )
+                return self._cut(ids, names)
             for name in set(compress(names[1:], map(eq, names[1:], names))):
                 start = self.offset_of[name]
                 lo = bisect_left(ids, start)
                 hi = bisect_left(ids, start + self.count_of[name], lo)
                 out[name] = tuple(map(part_of.__getitem__, ids[lo:hi]))
         return out
+
+
+_last_layout: Layout | None = None
 
 
 @dataclass(slots=True)
@@ -298,6 +319,12 @@ def _with_added(
     return {t: out[t] for t in sorted(out)}
 
 
+def _subscribed(topics: tuple[str, ...], known: frozenset[str]) -> frozenset[str]:
+    """The topics of a subscription that have partitions."""
+    mine = frozenset(topics)
+    return mine if mine <= known else mine & known
+
+
 def _in_order(claim: PartitionsByTopic, lens: list[int]) -> bool:
     """Whether a valid claim (partitions in tuples of lengths ``lens``, none twice) is sorted:
     its topics, and each topic's partitions. A copy of it is then the member's assignment."""
@@ -308,6 +335,9 @@ def _in_order(claim: PartitionsByTopic, lens: list[int]) -> bool:
         return True
     if top == 2:  # distinct partitions: a pair is sorted if its first is below its last
         values = claim.values()
+        if 1 not in lens:  # pairs only: compare the even and the odd positions
+            flat = list(chain.from_iterable(values))
+            return all(map(lt, flat[0::2], flat[1::2]))
         return all(map(le, map(_first, values), map(_last, values)))
     return _tuples_sorted(claim.values(), lens)
 
@@ -489,9 +519,10 @@ def balance(
             continue
         if n:
             counts[topic] = n
-    layout = Layout(counts)
+    layout = Layout.of(counts)
 
-    seen_subs = {key: frozenset(key).intersection(counts) for key in distinct}
+    known = frozenset(counts)
+    seen_subs = {key: _subscribed(key, known) for key in distinct}
     subscribed = list(map(seen_subs.__getitem__, topic_lists))
     if claims and all(s is subscribed[0] or s == subscribed[0] for s in subscribed):
         fast = _uniform_by_topic(layout, member_ids, claims, subscribed[0])
@@ -852,6 +883,62 @@ def _free_in_pt_order(layout: Layout, index: ClaimIndex, dropped: list[int]) -> 
     return [offsets[key % ntopics] + key // ntopics for key in keys]
 
 
+class _TopicIds(dict[int, list[int]]):
+    """``held[i]`` of a member that owns nothing: the topics the fill gave it, in the order
+    given, each topic's ids put in a list only when asked for (a scan of this member looks at
+    a few topics; making 250 lists for it would cost more than the scan). ``given`` holds one
+    run of ids per topic, ``topics`` the topic of each. Reads and writes behave as on a dict of
+    lists; ``items()`` and ``values()`` make every list first."""
+
+    __slots__ = ("_given", "_runs", "_topics")
+
+    def __init__(self, given: list[int], topics: list[int]) -> None:
+        super().__init__(dict.fromkeys(topics))  # type: ignore[arg-type]  # None: not made yet
+        self._given = given
+        self._topics = topics
+        self._runs: dict[int, slice] | None = None
+
+    def _made(self, k: int) -> list[int]:
+        ids = dict.__getitem__(self, k)
+        if ids is None:
+            runs = self._runs
+            if runs is None:  # where each topic's run starts and ends, found in C
+                ks = self._topics
+                starts = [0, *compress(range(1, len(ks)), map(ne, islice(ks, 1, None), ks))]
+                cuts = map(slice, starts, [*starts[1:], len(ks)])
+                runs = self._runs = dict(zip(map(ks.__getitem__, starts), cuts, strict=True))
+            ids = self._given[runs[k]]
+            dict.__setitem__(self, k, ids)
+        return ids
+
+    def __getitem__(self, k: int) -> list[int]:
+        return self._made(k)
+
+    def get(self, k: int, default: Any = None) -> Any:
+        return self._made(k) if k in self else default
+
+    def setdefault(self, k: int, default: Any = None) -> Any:
+        if k in self:
+            return self._made(k)
+        dict.__setitem__(self, k, default)
+        return default
+
+    def items(self) -> Any:
+        for k in list(self):
+            self._made(k)
+        return dict.items(self)
+
+    def values(self) -> Any:
+        return dict(self.items()).values()
+
+    def ids(self) -> list[int]:
+        """Every id held, without making the lists not made yet."""
+        made = {k: ids for k, ids in dict.items(self) if ids is not None}
+        waiting = {k for k, ids in dict.items(self) if ids is None}
+        base = compress(self._given, map(waiting.__contains__, self._topics))
+        return [*base, *chain.from_iterable(made.values())]
+
+
 class _Held(dict[int, dict[int, list[int]]]):
     """``held[i]``: member ``i``'s partitions grouped by topic (``{topic index: [ids]}``).
 
@@ -884,9 +971,10 @@ class _Held(dict[int, dict[int, list[int]]]):
     def __missing__(self, i: int) -> dict[int, list[int]]:
         mine = self._owned.ids(i)
         if not mine:
-            self[i] = grouped = self._by_topic(self._filled[i])
-            self._filled[i] = []
-            return grouped
+            given = self._filled[i]
+            lazy = _TopicIds(given, list(map(self._layout.topic_index_of.__getitem__, given)))
+            self[i] = lazy
+            return lazy
         grouped = self._by_topic(sorted(mine))
         for k, ids in self._by_topic(self._filled[i]).items():
             have = grouped.get(k)
@@ -894,7 +982,6 @@ class _Held(dict[int, dict[int, list[int]]]):
                 grouped[k] = ids
             else:
                 have.extend(ids)
-        self._filled[i] = []
         self[i] = grouped
         return grouped
 
@@ -953,7 +1040,7 @@ def _water_fill(free: list[int], subscribers: list[int], load: list[int]) -> lis
         load[subscribers[0]] += len(free)
         return [subscribers[0]] * len(free)
     order = sorted(subscribers, key=load.__getitem__)  # stable: by (load, member)
-    total, joined = len(free), 0
+    total, joined, partial = len(free), 0, 0
     receivers: list[int] = []
     active: list[int] = []
     level = load[order[0]]
@@ -970,9 +1057,11 @@ def _water_fill(free: list[int], subscribers: list[int], load: list[int]) -> lis
             receivers.extend(active * levels if levels > 1 else active)
             level += levels
         else:  # the last, partial level
-            receivers.extend(active[: total - len(receivers)])
-    for i, n in Counter(receivers).items():
-        load[i] += n
+            partial = total - len(receivers)
+            receivers.extend(active[:partial])
+    # Every member that took part is at the level reached, the first ``partial`` one above.
+    deque(map(load.__setitem__, active, repeat(level)), 0)
+    deque(map(load.__setitem__, active[:partial], repeat(level + 1)), 0)
     return receivers
 
 
@@ -1174,8 +1263,11 @@ def _general(
     # Owned partitions currently away from their owner: original owner, and holder.
     origin: dict[int, int] = {}
     holder: dict[int, int] = {}
+    touched: set[int] = set()  # members whose partitions the rebalance changed
 
     def move(src: int, dst: int, k: int, n: int) -> None:
+        touched.add(src)
+        touched.add(dst)
         ids = held[src][k]
         moving = ids[len(ids) - n :]
         del ids[len(ids) - n :]
@@ -1375,9 +1467,10 @@ def _general(
                     for j in compress(range(len(bs)), map((-1).__eq__, bs)):
                         bs[j] = least[keys[j]] = least_of(keys[j])
                 lbs = list(map(load.__getitem__, bs))
+                owns = owned.loads[a] > 0  # else nothing a holds is its own: no list needed
                 for j in compress(range(len(lbs)), map((la - 2).__ge__, lbs)):
                     k = keys[j]
-                    cand = (1 if owner_of[topics_held[k][-1]] == a else 0, lbs[j], k)
+                    cand = (1 if owns and owner_of[topics_held[k][-1]] == a else 0, lbs[j], k)
                     if best is None or cand < best:
                         best = cand
                         best_b = bs[j]
@@ -1407,21 +1500,29 @@ def _general(
     detoured = bool(origin)
     if detoured:
         work_left = 2 * (members + layout.total) + 10_000
-        _undo_detours(held, owner_of, origin, holder, subs, topic_sets, offsets, load, work_left)
+        _undo_detours(
+            held, owner_of, origin, holder, subs, topic_sets, offsets, load, work_left, touched
+        )
 
     kept: list[list[int]] = []
     added: list[list[int]] = []
     out_whole = list(owned.whole)
     ready: list[dict[str, tuple[int, ...]] | None] = [None] * members
     for i in range(members):
-        if i not in held:
-            # Never touched by the rebalance: it kept all it owned, and gained what the fill
+        if i not in touched:
+            # The rebalance left it alone: it kept all it owned, and gained what the fill
             # gave it.
             kept.append([] if out_whole[i] is not None else owned.ids(i))
             added.append(fills[i])
             continue
         out_whole[i] = None
-        ready[i], mine = _grouped_held(layout, held[i])
+        mine_held = held[i]
+        if isinstance(mine_held, _TopicIds):  # all given: no need to make every list
+            mine = mine_held.ids()
+            kept.append([])
+            added.append(mine)
+            continue
+        ready[i], mine = _grouped_held(layout, mine_held)
         if detoured:  # taking back detours moves partitions without counting them
             kept.append([g for g in mine if owner_of[g] == i])
             added.append([g for g in mine if owner_of[g] != i])
@@ -1447,6 +1548,7 @@ def _undo_detours(
     offsets: list[int],
     loads: list[int],
     work: int,
+    touched: set[int],
 ) -> None:
     """Take back moves the plan does not need, in place, never leaving it less balanced.
 
@@ -1531,6 +1633,8 @@ def _undo_detours(
     def apply(chosen: list[tuple[int, int, int, int]]) -> None:
         """Make each hop (giver, receiver, topic, partition), keeping origin/holder right."""
         for u, v, kk, gg in chosen:
+            touched.add(u)
+            touched.add(v)
             ids = held[u][kk]
             ids.remove(gg)
             if not ids:
