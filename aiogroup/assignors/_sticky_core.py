@@ -273,6 +273,9 @@ class Plan:
     #: Per member, when given and not ``None``: its assignment already grouped, the same as
     #: grouping ``kept`` and ``added`` would give (a step that changes ``added`` drops it).
     ready: Sequence[dict[str, tuple[int, ...]] | None] = ()
+    #: When not -1: the partitions moved, and ``added`` is left empty (nothing can be
+    #: withheld: nobody claims anything).
+    moved_count: int = -1
 
     def assignments(self) -> dict[str, dict[str, tuple[int, ...]]]:
         """Per member id, its partitions grouped by topic, sorted."""
@@ -293,6 +296,8 @@ class Plan:
 
     def moved(self) -> int:
         """Partitions given to a member that did not validly own them."""
+        if self.moved_count >= 0:
+            return self.moved_count
         return sum(map(len, self.added))
 
 
@@ -986,6 +991,46 @@ class _Held(dict[int, dict[int, list[int]]]):
         return grouped
 
 
+def _fresh_plan(
+    layout: Layout, member_ids: list[str], holder: list[int], claimed: Container[int]
+) -> Plan:
+    """The plan of a group where nobody owned anything: ``holder[g]`` is the member given id
+    ``g`` (-1: nobody). Every partition is newly given. The assignments are built topic by
+    topic, where a topic's holders sit side by side in ``holder`` (and so in memory), in topic
+    order, so each member's dict comes out sorted."""
+    members = len(member_ids)
+    ready: list[dict[str, tuple[int, ...]]] = [{} for _ in member_ids]
+    for name, start, count in zip(layout.topics, layout.offsets, layout.counts, strict=True):
+        holders = holder[start : start + count]
+        # The topic's partitions ordered by holder (stable: ascending within each), cut where
+        # the holder changes.
+        order = sorted(range(count), key=holders.__getitem__)
+        who = list(map(holders.__getitem__, order))
+        starts = [0, *compress(range(1, count), map(ne, islice(who, 1, None), who))]
+        parts = tuple(order)
+        cuts = map(slice, starts, [*starts[1:], count])
+        for i, mine in zip(map(who.__getitem__, starts), map(parts.__getitem__, cuts), strict=True):
+            if i >= 0:
+                ready[i][name] = mine
+    unassigned = holder.count(-1)
+    if not claimed:  # nothing to withhold: the plan needs no ids, only how many moved
+        nothing: list[list[int]] = [[] for _ in member_ids]
+        return Plan(
+            layout,
+            member_ids,
+            nothing,
+            nothing,
+            claimed,
+            ready=ready,
+            moved_count=len(holder) - unassigned,
+        )
+    # Every id each member was given, ascending (for the cooperative step).
+    added: list[list[int]] = [[] for _ in range(members + 1)]  # the last one: nobody's
+    deque(map(list.append, map(added.__getitem__, holder), range(len(holder))), 0)
+    del added[-1]
+    return Plan(layout, member_ids, [[] for _ in member_ids], added, claimed, ready=ready)
+
+
 def _grouped_held(
     layout: Layout, held: dict[int, list[int]]
 ) -> tuple[dict[str, tuple[int, ...]], list[int]]:
@@ -1039,6 +1084,10 @@ def _water_fill(free: list[int], subscribers: list[int], load: list[int]) -> lis
     if len(subscribers) == 1:
         load[subscribers[0]] += len(free)
         return [subscribers[0]] * len(free)
+    if len(free) == 1:  # the least loaded, lowest index on ties (min keeps the first)
+        i = min(subscribers, key=load.__getitem__)
+        load[i] += 1
+        return [i]
     order = sorted(subscribers, key=load.__getitem__)  # stable: by (load, member)
     total, joined, partial = len(free), 0, 0
     receivers: list[int] = []
@@ -1151,6 +1200,24 @@ class _LeastLoaded:
             insort(self._levels, new)
 
 
+class _TopicSets(dict[int, set[int]]):
+    """``topic_sets[i]``: the set of topics member ``i`` subscribes to, made on first use
+    (only the searches that avoid revocations ask), one per distinct subscription."""
+
+    def __init__(self, topics_of: list[list[int]]) -> None:
+        super().__init__()
+        self._topics_of = topics_of
+        self._made: dict[int, set[int]] = {}
+
+    def __missing__(self, i: int) -> set[int]:
+        ks = self._topics_of[i]
+        made = self._made.get(id(ks))
+        if made is None:
+            made = self._made[id(ks)] = set(ks)
+        self[i] = made
+        return made
+
+
 class _ClaimedArray:
     """The claimed ids of a :func:`_general` plan: those whose ``owner_of`` is not -1."""
 
@@ -1198,19 +1265,19 @@ def _general(
     ntopics = len(layout.topics)
     offsets, counts = layout.offsets, layout.counts
     subs: list[list[int]] = [[] for _ in range(ntopics)]
-    topic_sets: list[set[int]] = []
+    # topics_of[i]: the topics member i subscribes to (in no particular order: nothing here
+    # depends on it), one list per distinct subscription.
     topics_of: list[list[int]] = []
-    by_subscription: dict[frozenset[str], tuple[set[int], list[int]]] = {}
+    by_subscription: dict[frozenset[str], list[int]] = {}
     subs_of = subs.__getitem__
     for i, names in enumerate(subscribed):
-        known = by_subscription.get(names)
-        if known is None:
-            ks = set(map(layout.index.__getitem__, names))
-            known = by_subscription[names] = (ks, sorted(ks))
-        topic_sets.append(known[0])
-        topics_of.append(known[1])
+        ks = by_subscription.get(names)
+        if ks is None:
+            ks = by_subscription[names] = list(map(layout.index.__getitem__, names))
+        topics_of.append(ks)
         # subs[k].append(i) for each topic, in C; i grows, so each subs[k] stays sorted.
-        deque(map(list.append, map(subs_of, known[1]), repeat(i)), 0)
+        deque(map(list.append, map(subs_of, ks), repeat(i)), 0)
+    topic_sets = _TopicSets(topics_of)
 
     load = list(owned.loads)
 
@@ -1270,6 +1337,7 @@ def _general(
         touched.add(dst)
         ids = held[src][k]
         moving = ids[len(ids) - n :]
+        deque(map(filled_by.__setitem__, moving, repeat(dst)), 0)  # who holds what, for the end
         del ids[len(ids) - n :]
         if not ids:
             del held[src][k]
@@ -1504,6 +1572,11 @@ def _general(
             held, owner_of, origin, holder, subs, topic_sets, offsets, load, work_left, touched
         )
 
+    if not any(owned.loads):
+        # Nobody owned anything (a fresh group): filled_by, kept up to date by every move,
+        # says who holds each partition, so the assignments are built topic by topic.
+        return _fresh_plan(layout, member_ids, filled_by, owned.claimed)
+
     kept: list[list[int]] = []
     added: list[list[int]] = []
     out_whole = list(owned.whole)
@@ -1544,7 +1617,7 @@ def _undo_detours(
     origin: dict[int, int],
     holder: dict[int, int],
     subs: list[list[int]],
-    topic_sets: list[set[int]],
+    topic_sets: _TopicSets,
     offsets: list[int],
     loads: list[int],
     work: int,

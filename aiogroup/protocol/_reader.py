@@ -37,7 +37,7 @@ from __future__ import annotations
 import operator
 import struct
 from collections.abc import Callable, Iterable, Sequence
-from itertools import accumulate, chain
+from itertools import accumulate, chain, compress
 from typing import Any
 
 from aiogroup.errors import InvalidFieldError, TruncatedError
@@ -459,7 +459,7 @@ class _TopicsLayout:
     topics: the layout of the last dict written is kept and reused while the keys repeat.
     """
 
-    __slots__ = ("getter", "headers", "keys", "ones", "ordered")
+    __slots__ = ("at", "getter", "headers", "keys", "ones", "ordered")
 
     def __init__(self, keys: tuple[Any, ...]) -> None:
         ordered = sorted(keys)  # TypeError for keys that are not all str: the caller gives up
@@ -474,6 +474,8 @@ class _TopicsLayout:
         n = len(ordered)
         # (count, head, partition, head, partition, ...): heads sit at the odd positions.
         self.ones: tuple[Callable[..., bytes], list[bytes], int] = (pack, heads, n)
+        #: Where each topic's header starts in that layout.
+        self.at = list(accumulate((len(h) + 4 for h in heads[:-1]), initial=4))
 
 
 def _pack_by_topics(mapping: dict[Any, Any]) -> bytes | None:
@@ -496,6 +498,22 @@ def _pack_by_topics(mapping: dict[Any, Any]) -> bytes | None:
             return pack(
                 n, *chain.from_iterable(zip(heads, chain.from_iterable(values), strict=True))
             )
+        several = list(compress(range(n), map((1).__ne__, counts)))
+        if len(several) * 8 < n:
+            # A few topics with other counts: write one partition per topic (the first, or 0),
+            # then put each of those topics' real bytes in place, last first.
+            firsts = list(values)
+            for j in several:
+                firsts[j] = _ZERO
+            out = pack(
+                n, *chain.from_iterable(zip(heads, chain.from_iterable(firsts), strict=True))
+            )
+            for j in reversed(several):
+                at = layout.at[j]
+                head = layout.headers[j][counts[j]]
+                part = _ARRAY_PACK[counts[j]](*sorted(values[j]))
+                out = b"".join((out[:at], head, part, out[at + len(heads[j]) + 4 :]))
+            return out
         # Any counts: one pack of every partition, cut per topic behind its header.
         if max(counts) > 1:
             values = list(map(sorted, values))
@@ -509,6 +527,11 @@ def _pack_by_topics(mapping: dict[Any, Any]) -> bytes | None:
 
 
 _last_layout: _TopicsLayout | None = None
+
+
+_ZERO = (0,)
+
+
 _FAST_SEQUENCES_SET = frozenset(_FAST_SEQUENCES)
 
 
