@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
+from itertools import chain
+from operator import is_
 
-__all__ = ["ClaimIndex"]
+__all__ = ["ClaimIndex", "shared_index"]
 
 Claims = Mapping[str, Sequence[int]]
 _INTS = frozenset({int})
@@ -37,14 +39,24 @@ class ClaimIndex:
     __slots__ = ("_regular", "_sets", "claims")
 
     def __init__(self, maps: Sequence[Claims]) -> None:
-        gathered: defaultdict[str, list[int]] = defaultdict(list)
-        lists = gathered.__getitem__
-        extend = list.extend
-        for claims in maps:
-            if claims:
-                # list.extend(gathered[topic], partitions) for every topic, in C.
-                deque(map(extend, map(lists, claims), claims.values()), 0)
-        self.claims: dict[str, list[int]] = {t: parts for t, parts in gathered.items() if parts}
+        present = [claims for claims in maps if claims]
+        self.claims: dict[str, list[int]] = {}
+        if present:
+            keys = tuple(present[0])
+            if all(type(m) is dict and tuple(m) == keys for m in present):
+                # Every member claims the same topics, in the same order (a balanced group
+                # with equal subscriptions): zip transposes member rows into topic columns.
+                columns = zip(*map(dict.values, present), strict=True)  # type: ignore[arg-type]
+                flat = map(list, map(chain.from_iterable, columns))
+                self.claims = {t: parts for t, parts in zip(keys, flat, strict=True) if parts}
+            else:
+                gathered: defaultdict[str, list[int]] = defaultdict(list)
+                lists = gathered.__getitem__
+                extend = list.extend
+                for claims in present:
+                    # list.extend(gathered[topic], partitions) for every topic, in C.
+                    deque(map(extend, map(lists, claims), claims.values()), 0)
+                self.claims = {t: parts for t, parts in gathered.items() if parts}
         self._sets: dict[str, set[int]] = {}
         self._regular: dict[str, bool] = {}
 
@@ -93,3 +105,28 @@ class ClaimIndex:
         if missing == 1:  # what the sum lacks
             return [count * (count - 1) // 2 - sum(parts)]
         return sorted(set(range(count)).difference(self.claimed_set(topic)))
+
+
+#: The index made last, with the claims it was made from (see :func:`shared_index`).
+_last: tuple[tuple[Claims, ...], ClaimIndex] | None = None
+
+
+def shared_index(maps: Sequence[Claims], *, keep: bool = True) -> ClaimIndex:
+    """``ClaimIndex(maps)``, or the index made last if ``maps`` are the very same objects, in
+    the same order.
+
+    A leader's assignor and its KIP-429 plan both need the members' claims per topic; built
+    once, the index serves both (at a million claims it costs a tenth of a second). The claims
+    are read-only by contract (``PartitionsByTopic``), so the same objects hold the same
+    partitions. ``keep=False`` hands the index over and forgets it (the plan is its last user:
+    it need not stay in memory until the next rebalance).
+    """
+    global _last
+    last = _last
+    if last is not None and len(last[0]) == len(maps) and all(map(is_, last[0], maps)):
+        if not keep:
+            _last = None
+        return last[1]
+    index = ClaimIndex(maps)
+    _last = (tuple(maps), index) if keep else None
+    return index

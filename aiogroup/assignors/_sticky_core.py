@@ -51,7 +51,7 @@ from itertools import accumulate, chain, compress, filterfalse, islice, repeat
 from operator import add, eq, ge, gt, itemgetter, le, lt, ne, or_, sub
 from typing import Any
 
-from aiogroup.assignors._claims import ClaimIndex
+from aiogroup.assignors._claims import ClaimIndex, shared_index
 from aiogroup.protocol.types import NO_GENERATION, PartitionsByTopic
 
 __all__ = ["Layout", "MemberClaim", "Plan", "balance", "gc_paused"]
@@ -677,7 +677,7 @@ class _OwnedClaims:
             except (TypeError, AttributeError):
                 return None
         try:
-            index = ClaimIndex([c.owned for c in claims])
+            index = shared_index([c.owned for c in claims])
         except TypeError:
             return None
         count_of = layout.count_of
@@ -815,7 +815,7 @@ def _uniform_by_topic(
     """
     maps = [c.owned for c in claims]
     try:
-        index = ClaimIndex(maps)
+        index = shared_index(maps)
     except TypeError:  # a partition list that is not iterable
         return None
     count_of = layout.count_of

@@ -15,7 +15,7 @@ from functools import cached_property
 from itertools import compress
 from operator import ne
 
-from aiogroup.assignors._claims import ClaimIndex
+from aiogroup.assignors._claims import shared_index
 from aiogroup.protocol.types import Assignment, PartitionsByTopic, Subscription, TopicPartition
 
 __all__ = [
@@ -188,7 +188,9 @@ class _Claims:
         self.owned: dict[str, Mapping[str, Sequence[int]]] = {
             m: s.owned_partitions for m, s in subscriptions.items()
         }
-        self.index = ClaimIndex([o for o in self.owned.values() if o])
+        # In member id order, as the sticky balancer reads them: the index it made for these
+        # very claims (if it did) serves here too.
+        self.index = shared_index([self.owned[m] for m in sorted(self.owned)], keep=False)
         self.contested: dict[str, dict[int, str | None]] = {}
         for topic, parts in self.index.claims.items():
             if not self.index.distinct(topic):
