@@ -253,7 +253,18 @@ class _BlockTemplate:
     would parse them.
     """
 
-    __slots__ = ("count", "head_at", "heads", "names", "singles_at", "size", "slices", "unpack")
+    __slots__ = (
+        "count",
+        "head_at",
+        "heads",
+        "last_at",
+        "names",
+        "prefix",
+        "singles_at",
+        "size",
+        "slices",
+        "unpack",
+    )
 
     def __init__(self, shape: list[tuple[bytes, int]]) -> None:
         fmt = [">i"]
@@ -273,6 +284,10 @@ class _BlockTemplate:
         self.unpack = layout.unpack_from
         self.size = layout.size
         self.heads = tuple(heads)
+        # Cheap first checks: the count and first header, and the last header where this
+        # layout puts it (a block of other topics almost always fails one of them).
+        self.prefix = pack_i32(len(shape)) + heads[0]
+        self.last_at = layout.size - 4 * shape[-1][1] - len(heads[-1])
         self.head_at = operator.itemgetter(*head_pos)
         self.names = tuple(names[raw] for raw, _ in shape)
         self.slices = slices
@@ -285,6 +300,10 @@ class _BlockTemplate:
 
     def read(self, buf: bytes, pos: int) -> dict[str, tuple[int, ...]] | None:
         """The block at ``pos`` if it has this layout, else ``None``."""
+        if not (
+            buf.startswith(self.prefix, pos) and buf.startswith(self.heads[-1], pos + self.last_at)
+        ):
+            return None
         try:
             values = self.unpack(buf, pos)
         except struct.error:  # too few bytes left for this layout
@@ -320,7 +339,12 @@ def singles_for(top: int) -> list[tuple[int]] | None:
 _TEMPLATE_MIN_TOPICS = 16
 #: The last block layout seen twice in a row, and the layout of the last block read by the loop.
 _template: _BlockTemplate | None = None
-_candidate: list[tuple[bytes, int]] = []
+_candidate: tuple[tuple[bytes, int], ...] = ()
+#: Templates made, by layout (a few: members of a group fall into a few layouts), oldest first.
+_templates: dict[tuple[tuple[bytes, int], ...], _BlockTemplate] = {}
+_MAX_TEMPLATES = 8
+#: The same templates, by their count and first header (the latest for each).
+_by_prefix: dict[bytes, _BlockTemplate] = {}
 
 
 def scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ...]], int] | None:
@@ -329,14 +353,26 @@ def scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ..
     Wire order is kept: partitions are neither sorted nor deduplicated. A topic that appears
     twice is left to the careful path, which concatenates its lists so nothing is lost.
 
-    A block laid out like the previous ones (same topics, same partition counts) is read with
-    one call (:class:`_BlockTemplate`); a layout met twice in a row becomes the template.
+    A block laid out like earlier ones (same topics, same partition counts) is read with one
+    call (:class:`_BlockTemplate`): a layout met twice in a row becomes a template, and a few
+    are kept, found by the block's first topic.
     """
+    global _template
     tmpl = _template
     if tmpl is not None:
         result = tmpl.read(buf, pos)
         if result is not None:
             return result, pos + tmpl.size
+        # Members alternating between layouts: the template starting with this block's topic.
+        try:
+            other = _by_prefix.get(buf[pos : pos + 10 + unpack_i16(buf, pos + 4)[0]])
+        except struct.error:
+            other = None
+        if other is not None and other is not tmpl:
+            result = other.read(buf, pos)
+            if result is not None:
+                _template = other
+                return result, pos + other.size
     return _scan_topic_partitions(buf, pos)
 
 
@@ -376,9 +412,18 @@ def _scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, .
     if len(result) != n:  # a repeated topic
         return None
     if shape:
-        if shape == _candidate:
-            _template = _BlockTemplate(shape)
-        _candidate = shape
+        key = tuple(shape)
+        known = _templates.get(key)
+        if known is not None:
+            _template = known  # a layout met before: read the next block with it
+        elif key == _candidate:
+            if len(_templates) >= _MAX_TEMPLATES:
+                oldest = _templates.pop(next(iter(_templates)))
+                if _by_prefix.get(oldest.prefix) is oldest:
+                    del _by_prefix[oldest.prefix]
+            _template = _templates[key] = _BlockTemplate(shape)
+            _by_prefix[_template.prefix] = _template
+        _candidate = key
     return result, pos
 
 
