@@ -52,13 +52,16 @@ def reference(
             extra.setdefault(owner, {}).setdefault(topic, []).append(p)
             given_back.append(TopicPartition(topic, p))
     for member_id, more in extra.items():
-        a = result[member_id]
-        merged = {t: tuple(ps) for t, ps in a.partitions.items()}
-        for t, ps in more.items():
-            merged[t] = tuple(sorted(set(merged.get(t, ())) | set(ps)))
-        result[member_id] = Assignment(
-            {t: merged[t] for t in sorted(merged)}, a.user_data, a.version
-        )
+        # Topics given back are merged in, sorted; the others are kept as they were.
+        old = result[member_id]
+        topics = sorted({*old.partitions, *more})
+        parts = {
+            t: tuple(sorted({*old.partitions.get(t, ()), *more[t]}))
+            if t in more
+            else tuple(old.partitions[t])
+            for t in topics
+        }
+        result[member_id] = Assignment(parts, old.user_data, old.version)
     assert not validate_cooperative(result, owners)
     return result, withheld, frozenset(given_back)
 
