@@ -1523,11 +1523,9 @@ def _general(
                     # Nobody sharing a topic with a has 2+ fewer: no topic of a has a taker.
                     exhausted = True
                     break
-                # (owned flag, load of b, topic): newly given partitions move first. The least
-                # loaded subscriber and its load of every topic a holds, looked up in C; only
-                # topics with one 2+ below a are looked at one by one.
-                best: tuple[int, int, int] | None = None
-                best_b = -1
+                # The smallest (owned flag, load of b, topic) among the topics a holds whose
+                # least loaded subscriber b has 2+ fewer: newly given partitions move first.
+                # Least subscribers, their loads, the flags and the minimum, all in C.
                 topics_held = held[a]
                 keys = list(topics_held)
                 bs = list(map(least.__getitem__, keys))
@@ -1535,17 +1533,18 @@ def _general(
                     for j in compress(range(len(bs)), map((-1).__eq__, bs)):
                         bs[j] = least[keys[j]] = least_of(keys[j])
                 lbs = list(map(load.__getitem__, bs))
-                owns = owned.loads[a] > 0  # else nothing a holds is its own: no list needed
-                for j in compress(range(len(lbs)), map((la - 2).__ge__, lbs)):
-                    k = keys[j]
-                    cand = (1 if owns and owner_of[topics_held[k][-1]] == a else 0, lbs[j], k)
-                    if best is None or cand < best:
-                        best = cand
-                        best_b = bs[j]
-                if best is None:
+                takers = list(compress(range(len(lbs)), map((la - 2).__ge__, lbs)))
+                if not takers:
                     exhausted = True
                     break
-                owned_flag, lb, k = best
+                ks = list(map(keys.__getitem__, takers))
+                if owned.loads[a]:  # else nothing a holds is its own: no list needed
+                    lasts = map(_last, map(topics_held.__getitem__, ks))
+                    flags: Iterable[int] = map(int, map(a.__eq__, map(owner_of.__getitem__, lasts)))
+                else:
+                    flags = repeat(0)
+                owned_flag, lb, k = min(zip(flags, map(lbs.__getitem__, takers), ks, strict=False))
+                best_b = least[k]
                 changed = True
                 if owned_flag:
                     if augment(a, 2) or lower_down(a) or raise_up(best_b):
