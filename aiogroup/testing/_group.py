@@ -19,6 +19,18 @@ from typing import Any
 from aiogroup.errors import LocalProtocolError
 from aiogroup.testing._hashorder import FLAVOUR_MAPS, KeyOrder, vote_order
 
+FLAVOURS = tuple(FLAVOUR_MAPS)
+
+
+def _first_max(order: list[str], votes: list[str]) -> str:
+    """The first name of ``order`` with the most votes (every version keeps the first max)."""
+    counts = {name: votes.count(name) for name in votes}
+    best = order[0]
+    for name in order[1:]:
+        if counts[name] > counts[best]:
+            best = name
+    return best
+
 __all__ = ["ClassicGroup", "Member", "MemberMap", "State"]
 
 
@@ -188,6 +200,7 @@ class ClassicGroup:
     sync_deadline: float | None = None
     sync_generation: int = -1
     stored: StoredGroup | None = None
+    vote_tie_varies: bool = False
 
     def __post_init__(self) -> None:
         self.members = MemberMap(self.flavour)
@@ -320,13 +333,10 @@ class ClassicGroup:
         if not self.members:
             raise LocalProtocolError("cannot select a protocol for an empty group")
         votes = self.votes()
-        counts = {name: votes.count(name) for name in votes}
-        best: str | None = None
-        for name in vote_order(self.flavour, votes):
-            if best is None or counts[name] > counts[best]:
-                best = name
-        assert best is not None
-        return best
+        winners = {flavour: _first_max(vote_order(flavour, votes), votes) for flavour in FLAVOURS}
+        # A tie the versions break differently (the coordinator records the rule).
+        self.vote_tie_varies = len(set(winners.values())) > 1
+        return winners[self.flavour]
 
     def init_next_generation(self, now: float) -> None:
         """Bump the generation; pick the protocol (CompletingRebalance) or go Empty."""

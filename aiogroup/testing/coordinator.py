@@ -240,6 +240,15 @@ RULES: dict[str, Rule] = {
         },
         "KAFKA-9150 (2.4)",
     ),
+    "api-versions": Rule(
+        "API versions served (a newer version closes the connection)",
+        {
+            "kafka2": "Kafka 2.3's: JoinGroup v0-5, SyncGroup v0-3, DescribeGroups v0-3, ...",
+            "kafka3": "every version the embedded broker speaks",
+            "kafka4": "every version the embedded broker speaks",
+        },
+        "the broker's ApiVersions (EmbeddedBroker.api_versions)",
+    ),
     "authorized-operations": Rule(
         "DescribeGroups v3+ authorized_operations when not asked for",
         {"kafka2": "0", "kafka3": "-2147483648", "kafka4": "-2147483648"},
@@ -932,6 +941,8 @@ class GroupCoordinator:
             # No rebalance unless the group's protocol would change with the new metadata
             # (KAFKA-10284); Kafka 2.3 never rebalanced here.
             same_protocol = group.select_protocol() == group.protocol_name
+            if group.vote_tie_varies:
+                self._hit(group, "vote-tie")
             if not same_protocol:
                 self._hit(group, "static-restart-protocol")
             if same_protocol or older:
@@ -1056,6 +1067,8 @@ class GroupCoordinator:
             self._arm(group.join_deadline, "join", group.group_id)
             return
         group.init_next_generation(now)
+        if group.vote_tie_varies:
+            self._hit(group, "vote-tie")
         if group.is_in(State.EMPTY):
             group.stored = group.to_stored()
             return
@@ -1300,10 +1313,13 @@ class GroupCoordinator:
         since Kafka 3.0, 2.3 only checked for fencing)."""
         if strict is None:
             strict = self.flavour.unknown_instance_id_fails
+            varies = True  # Heartbeat, SyncGroup, OffsetCommit: 2.3 ignored an unknown id
+        else:
+            varies = False
         if group_instance_id is not None:
             current = group.static_members.get(group_instance_id)
             if current is None:
-                if not strict or not self.flavour.unknown_instance_id_fails:
+                if varies:
                     self._hit(group, "unknown-instance-id")
                 if strict:
                     return ErrorCode.UNKNOWN_MEMBER_ID
