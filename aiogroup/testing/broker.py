@@ -1291,10 +1291,14 @@ class RawClient:
             }
         return self._versions
 
-    async def version(self, api: str | int) -> int:
-        """The highest version of ``api`` both sides speak (``ConfigurationError`` if none)."""
+    async def version(self, api: str | int, at_most: int | None = None) -> int:
+        """The highest version of ``api`` both sides speak, capped at ``at_most`` (for a
+        caller that builds the request in the shape of older versions); ``ConfigurationError``
+        if there is none."""
         api_key = api if isinstance(api, int) else _wire.API_KEYS_BY_NAME[api]
         ours = _wire.SUPPORTED_VERSIONS.get(api_key)
+        if ours is not None and at_most is not None:
+            ours = (ours[0], min(ours[1], at_most))
         theirs = (await self.broker_versions()).get(api_key)
         if ours is None or theirs is None or max(ours[0], theirs[0]) > min(ours[1], theirs[1]):
             raise ConfigurationError(
@@ -1340,10 +1344,13 @@ class RawClient:
         version: int | None,
         values: Mapping[str, Any],
         timeout: float = 30.0,
+        *,
+        at_most: int | None = None,
     ) -> Any:
+        """One request; ``version`` None negotiates it (capped at ``at_most``)."""
         api_key = api if isinstance(api, int) else _wire.API_KEYS_BY_NAME[api]
         if version is None:
-            version = await self.version(api_key)
+            version = await self.version(api_key, at_most)
         async with self._lock:
             correlation_id = next(self._correlation)
             frame = _wire.encode_request(

@@ -482,8 +482,10 @@ async def form(
         await Member.create(env, group, n, p, **kw) for n, p in zip(names, lists, strict=True)
     ]
     first = members[0]
-    await first.join()
-    assert (await first.sync_as_leader()).error_code == 0
+    joined = await first.join()
+    assert joined.error_code == 0, f"{first.name} joined with {joined.error_code}"
+    synced = await first.sync_as_leader()
+    assert synced.error_code == 0, f"{first.name} synced with {synced.error_code}"
     if len(members) == 1:
         return members
     for m in members[1:]:
