@@ -1,8 +1,18 @@
-"""aiogroup: an asyncio member of Kafka's classic consumer group protocol (KIP-429 cooperative)."""
+"""aiogroup: an asyncio member of Kafka's classic consumer group protocol (KIP-429 cooperative).
 
-from aiogroup.client import GroupMember, RebalanceOutcome
-from aiogroup.errors import AiogroupError, CodecError, ConfigurationError, KafkaError
-from aiogroup.protocol.types import Assignment, Subscription, TopicPartition
+Names are imported lazily, so ``import aiogroup`` (which pytest does for aiogroup's plugin in
+every project where aiogroup is installed) does not load the client and its dependencies.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aiogroup.client import GroupMember, RebalanceOutcome
+    from aiogroup.errors import AiogroupError, CodecError, ConfigurationError, KafkaError
+    from aiogroup.protocol.types import Assignment, Subscription, TopicPartition
 
 __version__ = "0.1.0"
 
@@ -18,3 +28,26 @@ __all__ = [
     "TopicPartition",
     "__version__",
 ]
+
+_WHERE = {
+    "GroupMember": "aiogroup.client",
+    "RebalanceOutcome": "aiogroup.client",
+    "AiogroupError": "aiogroup.errors",
+    "CodecError": "aiogroup.errors",
+    "ConfigurationError": "aiogroup.errors",
+    "KafkaError": "aiogroup.errors",
+    "Assignment": "aiogroup.protocol.types",
+    "Subscription": "aiogroup.protocol.types",
+    "TopicPartition": "aiogroup.protocol.types",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aiogroup' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
