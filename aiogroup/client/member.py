@@ -28,12 +28,19 @@ from types import TracebackType
 from typing import Any
 
 from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
+from aiogroup.client.options import (
+    aiokafka_client_options,
+    check_options,
+    parameter_names,
+    topic_names,
+)
 from aiogroup.client.transport import CommittedOffset, CoordinatorUnreachableError, Transport
 from aiogroup.errors import (
     AiogroupError,
     ConfigurationError,
     KafkaError,
     LocalProtocolError,
+    NotSubscribedError,
     RebalanceInProgressError,
     error_for_code,
 )
@@ -164,8 +171,11 @@ class GroupMember:
         metrics: MetricsSink | None = None,
         **client_options: Any,
     ) -> None:
+        # Before anything is built: a misspelt option must not become aiokafka's TypeError.
+        check_options(client_options, aiokafka_client_options(), own=_own_options())
         if topics is not None and pattern is not None:
             raise ConfigurationError("give topics or pattern, not both")
+        topic_set = None if topics is None else topic_names(topics)
         resolved = [_resolve_assignor(a) for a in assignors]
         self.group_id = group_id
         self.group_instance_id = group_instance_id
@@ -200,8 +210,8 @@ class GroupMember:
         self._listener: Any = _TelemetryListener(self, listener) if telemetry else listener
         self._metrics = metrics
         self._initial: ev.SubscriptionChanged | None = None
-        if topics is not None:
-            self._initial = ev.SubscriptionChanged(topics=frozenset(topics))
+        if topic_set:  # no topics at all is no subscription (Java: as unsubscribe)
+            self._initial = ev.SubscriptionChanged(topics=topic_set)
         elif pattern is not None:
             self._initial = ev.SubscriptionChanged(pattern=re.compile(pattern))
 
@@ -329,15 +339,20 @@ class GroupMember:
     async def subscribe(
         self, topics: Iterable[str] | None = None, *, pattern: str | None = None
     ) -> None:
-        """Change the subscription (KIP-70: a rebalance revokes what is no longer wanted)."""
+        """Change the subscription (KIP-70: a rebalance revokes what is no longer wanted).
+
+        An empty collection of topics unsubscribes, as in the Java consumer.
+        """
         if (topics is None) == (pattern is None):
             raise ConfigurationError("subscribe needs topics or pattern (exactly one)")
-        event = (
-            ev.SubscriptionChanged(topics=frozenset(topics))
-            if topics is not None
-            else ev.SubscriptionChanged(pattern=re.compile(pattern or ""))
-        )
-        await self._call_event(event)
+        if topics is not None:
+            topic_set = topic_names(topics)
+            if not topic_set:
+                await self.unsubscribe()
+                return
+            await self._call_event(ev.SubscriptionChanged(topics=topic_set))
+            return
+        await self._call_event(ev.SubscriptionChanged(pattern=re.compile(pattern or "")))
 
     async def unsubscribe(self) -> None:
         """Revoke everything (callbacks run) and leave the group (KIP-70); stays usable."""
@@ -382,12 +397,19 @@ class GroupMember:
     async def wait_for_assignment(self, timeout: float | None = None) -> RebalanceOutcome:
         """Wait until the member is in a stable generation; return the latest outcome.
 
-        Raises the first pending callback error (cause preserved) or a fatal error.
+        Raises the first pending callback error (cause preserved) or a fatal error, and
+        :class:`~aiogroup.errors.NotSubscribedError` at once if the member subscribes to
+        nothing (no assignment could ever come).
         """
 
         async def wait() -> RebalanceOutcome:
             while True:
                 self._raise_pending()
+                if not self._machine.has_subscription and (self._started or not self._initial):
+                    raise NotSubscribedError(
+                        "the member is not subscribed to any topics: give topics or a pattern "
+                        "(GroupMember(..., topics=[...]) or await member.subscribe([...]))"
+                    )
                 if self._outcomes and self._machine.state is MemberState.STABLE:
                     return self._outcomes[-1]
                 if self._owner is None or self._owner.done():
@@ -838,6 +860,10 @@ class GroupMember:
             getattr(self._telemetry, method)(*args, **kwargs)
         except Exception as exc:  # telemetry must never break the member
             log.debug("telemetry %s failed: %r", method, exc)
+
+
+def _own_options() -> frozenset[str]:
+    return parameter_names(GroupMember.__init__)
 
 
 def _resolve_assignor(assignor: PartitionAssignor | str) -> PartitionAssignor:

@@ -799,6 +799,8 @@ class GroupMember:
         if (e.topics is None) == (e.pattern is None):
             raise LocalProtocolError("SubscriptionChanged needs exactly one of topics or pattern")
         if e.topics is not None:
+            if isinstance(e.topics, str | bytes):  # would read as its letters
+                raise LocalProtocolError(f"topics must be a set of names, not {e.topics!r}")
             if any(not isinstance(t, str) or not t for t in e.topics):
                 raise LocalProtocolError("topic names must be non-empty strings")
             self._topics = frozenset(e.topics)
