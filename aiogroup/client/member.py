@@ -22,12 +22,21 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
+from aiogroup.client import logs
 from aiogroup.client.options import (
     aiokafka_client_options,
     check_options,
@@ -58,6 +67,7 @@ __all__ = ["GroupMember", "MemberClosedError", "RebalanceOutcome"]
 log = logging.getLogger("aiogroup.client")
 
 Partitions = frozenset[TopicPartition]
+T = TypeVar("T")
 
 
 class MemberClosedError(AiogroupError):
@@ -234,6 +244,8 @@ class GroupMember:
         self._error_acc: BaseException | None = None
         self._rebalance_started: float | None = None
         self._protocol_name: str | None = None
+        self._context = logs.member_context(group_id)  # marks our tasks' aiokafka log lines
+        self._limited = logs.RateLimitedLog(log)
 
     # ------------------------------------------------------------------ public queries
 
@@ -289,14 +301,17 @@ class GroupMember:
         if self._started:
             return self
         self._started = True
+        logs.install_aiokafka_filter()
         try:
-            await self._transport.start()
+            await self._in_context(self._transport.start())
         except BaseException:
             self._closed = True
             await self._transport.close()
             raise
         self._last_contact = asyncio.get_running_loop().time()
-        self._owner = asyncio.create_task(self._run(), name=f"aiogroup-member-{self.group_id}")
+        self._owner = asyncio.create_task(
+            self._run(), name=f"aiogroup-member-{self.group_id}", context=self._context.copy()
+        )
         if self._initial is not None:
             await self._call_event(self._initial)
         return self
@@ -386,7 +401,8 @@ class GroupMember:
         self._raise_pending()
         self._ensure_running()
         result = await asyncio.wait_for(
-            self._transport.offset_fetch(list(partitions)), self._request_bound()
+            self._in_context(self._transport.offset_fetch(list(partitions))),
+            self._request_bound(),
         )
         if result.error_code:
             raise error_for_code(result.error_code, "OffsetFetch failed")
@@ -464,6 +480,7 @@ class GroupMember:
                 before = machine.state
                 before_generation, before_member_id = machine.generation_id, machine.member_id
                 self._execute(machine.handle(item, now))
+                logs.log_response(self._limited, self.group_id, machine, item)
                 if isinstance(item, ev.CallbacksFinished):
                     self._after_callbacks(item, now)
                 if machine.state is not before:
@@ -472,6 +489,13 @@ class GroupMember:
                     ):
                         # Unsubscribed or closed: the revocation is this rebalance's outcome.
                         self._publish(before_generation, before_member_id, frozenset())
+                    if before is MemberState.LEAVING:
+                        logs.log_left(
+                            self.group_id,
+                            before_member_id,
+                            static=self.group_instance_id is not None,
+                            closing=self._closed,
+                        )
                     self._notify()
         except asyncio.CancelledError:
             raise
@@ -588,6 +612,18 @@ class GroupMember:
         self._revoked_acc.clear()
         self._lost_acc.clear()
         self._error_acc = None
+        started = self._rebalance_started
+        logs.log_rebalance(
+            self.group_id,
+            member_id,
+            generation_id,
+            self._protocol_name or outcome.protocol.name.lower(),
+            assigned=len(assigned),
+            revoked=len(outcome.revoked),
+            lost=len(outcome.lost),
+            owned=len(outcome.assignment),
+            duration_s=None if started is None else time.monotonic() - started,
+        )
         self._outcomes.append(outcome)
         self._notify()
 
@@ -608,7 +644,12 @@ class GroupMember:
         except asyncio.CancelledError:
             raise
         except (CoordinatorUnreachableError, AiogroupError) as exc:
-            log.info("coordinator request failed: %s", exc)
+            self._limited.warning(
+                "group %s: coordinator request failed (%s); looking for the coordinator again",
+                self.group_id,
+                exc,
+                key="coordinator request failed",
+            )
             self._transport.coordinator_dead()
             event = ev.CoordinatorLost()
         except Exception as exc:  # never lose the answer the machine waits for
@@ -623,13 +664,19 @@ class GroupMember:
             node_id = await self._transport.find_coordinator()
         except asyncio.CancelledError:
             raise
-        except KafkaError as exc:
-            code = exc.error_code if not isinstance(exc, CoordinatorUnreachableError) else -1
-            self._post(ev.CoordinatorLookupFailed(action.token, code))
-            return
         except Exception as exc:
-            log.info("FindCoordinator failed: %r", exc)
-            self._post(ev.CoordinatorLookupFailed(action.token, -1))
+            unreachable = isinstance(exc, CoordinatorUnreachableError)
+            code = exc.error_code if isinstance(exc, KafkaError) and not unreachable else -1
+            if isinstance(exc, KafkaError) and exc.retriable and not unreachable:
+                log.debug("group %s: no coordinator yet (%s); retrying", self.group_id, exc)
+            else:
+                self._limited.warning(
+                    "group %s: no coordinator found (%s); retrying",
+                    self.group_id,
+                    exc,
+                    key="FindCoordinator failed",
+                )
+            self._post(ev.CoordinatorLookupFailed(action.token, code))
             return
         self._post(ev.CoordinatorFound(action.token, node_id))
 
@@ -647,7 +694,12 @@ class GroupMember:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.info("metadata request failed, retrying: %r", exc)
+                self._limited.warning(
+                    "group %s: metadata request failed (%r); retrying",
+                    self.group_id,
+                    exc,
+                    key="metadata failed",
+                )
                 await asyncio.sleep(backoff)  # retry backoff
                 backoff = min(backoff * 2, 5.0)
                 continue
@@ -747,7 +799,12 @@ class GroupMember:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.info("OffsetCommit failed: %r", exc)
+            self._limited.warning(
+                "group %s: OffsetCommit failed (%r); looking for the coordinator again",
+                self.group_id,
+                exc,
+                key="commit failed",
+            )
             self._transport.coordinator_dead()
             self._post(ev.CommitFailed(action.token, -1))
             self._post(ev.CoordinatorLost())
@@ -755,6 +812,12 @@ class GroupMember:
         if result.error_code:
             self._post(ev.CommitFailed(action.token, result.error_code))
         else:
+            log.debug(
+                "group %s: committed %d offsets (generation %d)",
+                self.group_id,
+                len(offsets),
+                action.generation_id,
+            )
             self._telemetry_call("offsets_committed", offsets, action.generation_id)
             self._post(ev.CommitCompleted(action.token))
 
@@ -763,6 +826,10 @@ class GroupMember:
         self._post(finished)
 
     # ------------------------------------------------------------------ helpers
+
+    def _in_context(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run ``coro`` as a task marked as this member's (so aiokafka's lines are tamed)."""
+        return asyncio.create_task(coro, context=self._context.copy())
 
     def _session_expired(self) -> bool:
         if self._last_contact == 0.0 or self._machine.state in (
