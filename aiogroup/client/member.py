@@ -59,7 +59,7 @@ from aiogroup.membership import events as ev
 from aiogroup.membership.machine import GroupMember as _Machine
 from aiogroup.membership.machine import MemberConfig
 from aiogroup.membership.states import MemberState
-from aiogroup.metrics import MetricsSink
+from aiogroup.metrics import KIP429Metrics, MetricsSink, TeeMetrics
 from aiogroup.protocol.types import TopicPartition
 
 __all__ = ["GroupMember", "MemberClosedError", "RebalanceOutcome"]
@@ -187,7 +187,11 @@ class GroupMember:
             raise ConfigurationError("give topics or pattern, not both")
         topic_set = None if topics is None else topic_names(topics)
         resolved = [_resolve_assignor(a) for a in assignors]
+        # Java's KIP-429 metrics, always kept (``member.metrics``); a user sink gets them too.
+        self._kip429 = KIP429Metrics(started_at=time.monotonic())
+        sink: MetricsSink = self._kip429 if metrics is None else TeeMetrics(self._kip429, metrics)
         self.group_id = group_id
+        self.client_id = client_id
         self.group_instance_id = group_instance_id
         self.session_timeout_ms = session_timeout_ms
         self.close_timeout_s = close_timeout_s
@@ -206,7 +210,7 @@ class GroupMember:
                 enable_auto_commit=False,
                 rack_id=rack_id,
             ),
-            metrics=metrics,
+            metrics=sink,
         )
         self._transport = Transport(
             bootstrap_servers,
@@ -218,7 +222,7 @@ class GroupMember:
         )
         self._telemetry = telemetry
         self._listener: Any = _TelemetryListener(self, listener) if telemetry else listener
-        self._metrics = metrics
+        self._metrics = sink
         self._initial: ev.SubscriptionChanged | None = None
         if topic_set:  # no topics at all is no subscription (Java: as unsubscribe)
             self._initial = ev.SubscriptionChanged(topics=topic_set)
@@ -288,6 +292,14 @@ class GroupMember:
         if self._session_expired():
             return frozenset()
         return self._machine.fetchable
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Java's KIP-429 consumer-coordinator metrics now (see :mod:`aiogroup.metrics`), plus
+        ``assigned-partitions``: latencies in ms, ``nan`` where nothing was observed yet."""
+        snapshot = self._kip429.snapshot(time.monotonic())
+        snapshot["assigned-partitions"] = float(len(self._machine.assignment))
+        return snapshot
 
     @property
     def outcomes(self) -> list[RebalanceOutcome]:
