@@ -1,9 +1,9 @@
 """The pytest plugin pytest loads by itself once aiogroup is installed (entry point ``pytest11``).
 
 It makes the fixtures of :mod:`aiogroup.testing.fixtures` (``embedded_broker``,
-``threaded_broker``, ``kafka_broker``) available to every test, with no ``pytest_plugins`` line,
-and registers the markers that ``kafka_broker``'s parameters carry (``tansu``, ``docker``), so
-``--strict-markers`` accepts them.
+``threaded_broker``, ``apache_kafka``, ``kafka_broker``) available to every test, with no
+``pytest_plugins`` line, and registers the markers that ``kafka_broker``'s parameters carry
+(``tansu``, ``kafka23``, ``docker``), so ``--strict-markers`` accepts them.
 
 The fixtures module is registered under its own module name, which is the name pytest checks
 before importing a ``pytest_plugins`` entry: a project that still lists
@@ -26,6 +26,7 @@ __all__ = ["MARKERS", "WARNING_FILTERS", "pytest_configure"]
 #: Markers carried by the ``kafka_broker`` fixture's parameters.
 MARKERS = {
     "tansu": "needs the Tansu broker from the aiogroup[broker] extra",
+    "kafka23": "runs Apache Kafka 2.3.0 with ZooKeeper on the local JVM (aiogroup.testing.kafka)",
     "docker": "needs a Docker engine (Apache Kafka via testcontainers)",
 }
 
