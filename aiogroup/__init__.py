@@ -6,8 +6,9 @@ every project where aiogroup is installed) does not load the client and its depe
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from aiogroup._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from aiogroup.client import GroupMember, RebalanceOutcome
@@ -42,12 +43,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'aiogroup' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

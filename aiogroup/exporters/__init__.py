@@ -16,7 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["CATALOGUE", "MetricInfo"]
+from aiogroup.metrics import MetricsSource
+
+__all__ = ["CATALOGUE", "Members", "MetricInfo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +82,22 @@ CATALOGUE: tuple[MetricInfo, ...] = (
     *_latency("lost"),
     MetricInfo("assigned-partitions", "gauge", "1", "Partitions the member owns now"),
 )
+
+
+class Members:
+    """The members an exporter reports; each is read at every scrape or collection."""
+
+    def __init__(self, *members: MetricsSource) -> None:
+        self._members: list[MetricsSource] = list(members)
+
+    def add(self, member: MetricsSource) -> None:
+        if member not in self._members:
+            self._members.append(member)
+
+    def remove(self, member: MetricsSource) -> None:
+        """Stop reporting ``member`` (once it is closed)."""
+        if member in self._members:
+            self._members.remove(member)
+
+    def members(self) -> list[MetricsSource]:
+        return list(self._members)

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from aiogroup.exporters import CATALOGUE, MetricInfo
+from aiogroup.exporters import CATALOGUE, Members, MetricInfo
 from aiogroup.metrics import MetricsSource
 
 __all__ = ["PREFIX", "KafkaCoordinatorInstruments", "instrument"]
@@ -31,20 +31,12 @@ __all__ = ["PREFIX", "KafkaCoordinatorInstruments", "instrument"]
 PREFIX = "kafka.consumer.coordinator."
 
 
-class KafkaCoordinatorInstruments:
+class KafkaCoordinatorInstruments(Members):
     """One observable instrument per metric on ``meter``, reporting every member added."""
 
     def __init__(self, meter: Any, *members: MetricsSource) -> None:
-        self._members: list[MetricsSource] = list(members)
+        super().__init__(*members)
         self.instruments = [self._create(meter, info) for info in CATALOGUE]
-
-    def add(self, member: MetricsSource) -> None:
-        if member not in self._members:
-            self._members.append(member)
-
-    def remove(self, member: MetricsSource) -> None:
-        if member in self._members:
-            self._members.remove(member)
 
     def _create(self, meter: Any, info: MetricInfo) -> Any:
         create = (
@@ -64,7 +56,7 @@ class KafkaCoordinatorInstruments:
 
         def observe(options: Any) -> Iterable[Any]:
             out = []
-            for member in list(self._members):
+            for member in self.members():
                 value = member.metrics.get(name)
                 if value is None or math.isnan(value):
                     continue

@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from aiogroup.exporters import CATALOGUE, MetricInfo
+from aiogroup.exporters import CATALOGUE, Members, MetricInfo
 from aiogroup.metrics import MetricsSource
 
 __all__ = ["PREFIX", "KafkaCoordinatorCollector", "prometheus_name", "register"]
@@ -39,19 +39,8 @@ def prometheus_name(info: MetricInfo) -> str:
     return PREFIX + name.replace("-", "_")
 
 
-class KafkaCoordinatorCollector:
+class KafkaCoordinatorCollector(Members):
     """Collects ``member.metrics`` of every member added, at each scrape."""
-
-    def __init__(self, *members: MetricsSource) -> None:
-        self._members: list[MetricsSource] = list(members)
-
-    def add(self, member: MetricsSource) -> None:
-        if member not in self._members:
-            self._members.append(member)
-
-    def remove(self, member: MetricsSource) -> None:
-        if member in self._members:
-            self._members.remove(member)
 
     def describe(self) -> list[Any]:
         # Names only, so the registry checks them without reading any member.
@@ -59,7 +48,7 @@ class KafkaCoordinatorCollector:
 
     def collect(self) -> Iterator[Any]:
         families = self._families()
-        for member in list(self._members):
+        for member in self.members():
             snapshot = member.metrics
             labels = [member.client_id, member.group_id]
             for info, family in families.items():

@@ -19,10 +19,10 @@ from aiogroup.client import GroupMember
 from aiogroup.protocol.types import TopicPartition
 from aiogroup.testing import EmbeddedBroker
 from aiogroup.testing.tansu import free_port
+from tests.client.helpers import FAST
 
 pytestmark = pytest.mark.timeout(90)
 
-FAST = {"session_timeout_ms": 6_000, "heartbeat_interval_ms": 300}
 #: aiokafka's two lines while a broker is down: a reconnect attempt, a metadata refresh.
 AIOKAFKA_OUTAGE_LINES = ("Unable connect to node", "Unable to update metadata")
 
@@ -32,8 +32,7 @@ def ours(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> list[lo
     return [
         r
         for r in caplog.records
-        if r.levelno == level
-        and r.name.startswith(("aiogroup.client", "aiogroup.membership"))
+        if r.levelno == level and r.name.startswith(("aiogroup.client", "aiogroup.membership"))
     ]
 
 
@@ -44,13 +43,26 @@ async def until(condition: Callable[[], bool], timeout: float) -> None:
             await asyncio.sleep(0.05)
 
 
+async def billing(
+    broker: EmbeddedBroker, caplog: pytest.LogCaptureFixture, partitions: int
+) -> GroupMember:
+    """A started member of group ``billing`` that owns every partition of ``orders``, with
+    every aiogroup record captured."""
+    caplog.set_level(logging.DEBUG, logger="aiogroup")
+    broker.create_topic("orders", partitions)
+    member = await GroupMember(broker.bootstrap, "billing", topics=["orders"], **FAST).start()
+    try:
+        await member.wait_for_assignment(timeout=10)
+    except BaseException:
+        await member.close()
+        raise
+    return member
+
+
 async def test_join_rebalance_commit_and_leave_are_logged(
     embedded_broker: EmbeddedBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="aiogroup")
-    embedded_broker.create_topic("orders", 3)
-    async with GroupMember(embedded_broker.bootstrap, "billing", topics=["orders"], **FAST) as m:
-        await m.wait_for_assignment(timeout=10)
+    async with await billing(embedded_broker, caplog, partitions=3) as m:
         member_id = m.member_id
         await m.commit({TopicPartition("orders", 0): 5})
 
@@ -82,10 +94,7 @@ async def test_join_rebalance_commit_and_leave_are_logged(
 async def test_a_stopped_broker_gives_a_bounded_number_of_lines(
     embedded_broker: EmbeddedBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="aiogroup")
-    embedded_broker.create_topic("orders", 2)
-    async with GroupMember(embedded_broker.bootstrap, "billing", topics=["orders"], **FAST) as m:
-        await m.wait_for_assignment(timeout=10)
+    async with await billing(embedded_broker, caplog, partitions=2) as m:
         caplog.clear()
         await embedded_broker.stop()
 

@@ -15,6 +15,7 @@ import pytest
 from aiogroup.client import GroupMember
 from aiogroup.metrics import KIP429Metrics
 from aiogroup.testing import EmbeddedBroker
+from tests.client.helpers import FAST
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,7 +38,6 @@ JAVA_NAMES = {
     "partition-lost-latency-max",
     "assigned-partitions",
 }
-FAST = {"session_timeout_ms": 6_000, "heartbeat_interval_ms": 300}
 
 
 class Listener:

@@ -7,9 +7,7 @@ consumer is; not after the periodic refresh (``metadata_max_age_ms``, 5 minutes 
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
 
 import pytest
 
@@ -19,20 +17,10 @@ from aiogroup.membership import actions as act
 from aiogroup.membership import events as ev
 from aiogroup.protocol.types import TopicPartition
 from aiogroup.testing import EmbeddedBroker
+from tests.client.helpers import FAST, until
 from tests.membership.helpers import Script, member, tps
 
 pytestmark = pytest.mark.timeout(60)
-
-FAST = {"session_timeout_ms": 6_000, "heartbeat_interval_ms": 300}
-
-
-async def until(member: GroupMember, condition: Callable[[], bool], timeout: float) -> None:
-    async with asyncio.timeout(timeout):
-        while True:
-            change = member.changed()
-            if condition():
-                return
-            await change
 
 
 def warnings_about(caplog: pytest.LogCaptureFixture, topic: str) -> list[logging.LogRecord]:

@@ -9,28 +9,18 @@ moves (one from each owner to the newcomer), and the kafka-python member keeps t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 
 from aiogroup.assignors.sticky import StickyAssignor
 from aiogroup.client import GroupMember
 from aiogroup.testing import ThreadedBroker
+from tests.client.helpers import FAST, until
 from tests.data.record_kafka_python_sticky import KafkaPythonMember
 
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(120)]
 
 TOPIC = "orders"
-FAST = {"session_timeout_ms": 6_000, "heartbeat_interval_ms": 300}
-
-
-async def until(member: GroupMember, condition: Callable[[], bool], timeout: float = 60) -> None:
-    async with asyncio.timeout(timeout):
-        while True:
-            change = member.changed()
-            if condition():
-                return
-            await change
 
 
 def owned(member: GroupMember) -> frozenset[tuple[str, int]]:
