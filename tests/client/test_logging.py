@@ -144,3 +144,23 @@ async def test_the_users_own_aiokafka_clients_are_not_tamed(
             await client.close()
     errors = [r for r in caplog.records if r.name == "aiokafka" and r.levelno == logging.ERROR]
     assert len(errors) == 3  # each attempt, as aiokafka logs it: nothing moved or dropped
+
+
+def test_the_rate_limit_counts_what_it_kept_back(caplog: pytest.LogCaptureFixture) -> None:
+    from aiogroup.client.logs import RateLimitedLog
+
+    caplog.set_level(logging.DEBUG, logger="test.limited")
+    now = [0.0]
+    limited = RateLimitedLog(logging.getLogger("test.limited"), interval=30, clock=lambda: now[0])
+    for t in (0.0, 1.0, 2.0, 29.0, 31.0):
+        now[0] = t
+        limited.warning("broker %s down", "b1")
+    limited.warning("another kind")  # its own quota
+    shown = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    hidden = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert shown == [
+        "broker b1 down",
+        "broker b1 down (3 more like this in the last 31 s not shown above DEBUG)",
+        "another kind",
+    ]
+    assert hidden == ["broker b1 down"] * 3
