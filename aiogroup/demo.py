@@ -358,9 +358,9 @@ class Narrator:
         else:
             lines.append("  No partition changed owner.")
         lines.append(
-            f"  The members that stayed gave up only {_count(s.stayers_gave_up, 'partition')}, "
-            "each for a newcomer; under the eager protocol they would have revoked everything "
-            f"they owned at every rebalance: at least {_count(s.eager_would_revoke, 'partition')}."
+            f"  The members that stayed gave up only {_count(s.stayers_gave_up, 'partition')}; "
+            "under the eager protocol they would have revoked everything they owned at every "
+            f"rebalance: at least {_count(s.eager_would_revoke, 'partition')}."
         )
         for member, partitions in sorted(s.kept_throughout.items()):
             if partitions:
