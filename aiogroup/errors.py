@@ -11,6 +11,7 @@ Only these types escape aiogroup's public calls (plus ``asyncio.CancelledError``
     │   └── InvalidFieldError       a value no writer may produce (bad length, bad UTF-8, ...)
     ├── ConfigurationError          a setup the library refuses at construction
     ├── LocalProtocolError          our own code misused a state machine (a bug, or API misuse)
+    │   └── NotSubscribedError      a call that needs a subscription, on a member with none
     ├── RemoteProtocolError         a peer or broker broke the protocol
     ├── CallbackError               reserved base for listener failures (the original is the cause)
     └── KafkaError                  a broker error code, registered by code
@@ -49,6 +50,7 @@ __all__ = [
     "LocalProtocolError",
     "MemberIdRequiredError",
     "NotCoordinatorError",
+    "NotSubscribedError",
     "RebalanceInProgressError",
     "RemoteProtocolError",
     "RetriableError",
@@ -93,6 +95,11 @@ class ConfigurationError(AiogroupError):
 
 class LocalProtocolError(AiogroupError):
     """Our side broke the rules: a state machine was driven with an event it cannot take."""
+
+
+class NotSubscribedError(LocalProtocolError):
+    """The call needs a subscription (topics or a pattern) and the member has none; the Java
+    consumer raises "Consumer is not subscribed to any topics" in the same place."""
 
 
 class RemoteProtocolError(AiogroupError):

