@@ -59,6 +59,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             continue
         if "kind" in params:
             selected.setdefault(params["kind"], set()).add(name)
+        elif item.originalname == "test_docker_kafka_matches_its_flavour":
+            for kind in ("kafka", "embedded-kafka3"):
+                selected.setdefault(kind, set()).add(name)
         elif "flavour" in params:
             for kind in ("kafka23", f"embedded-{params['flavour']}"):
                 selected.setdefault(kind, set()).add(name)

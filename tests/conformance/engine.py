@@ -209,7 +209,7 @@ class Conformance:
                     f.set_result(Result(not_run=reason))
                 return
             pending: list[Future[Any]] = []
-            wanted = None if self.selected is None else self.selected.get(kind, set())
+            exclusive: list[Spec] = []
             for name, spec in SCENARIOS.items():
                 if wanted is not None and name not in wanted:
                     futures[name].set_result(Result(not_run="not selected in this run"))
@@ -218,10 +218,15 @@ class Conformance:
                 if na is not None:
                     futures[name].set_result(Result(not_applicable=na))
                     continue
+                if spec.exclusive:
+                    exclusive.append(spec)
+                    continue
                 pool = peer_pool if spec.kind == "peers" else raw_pool
                 pending.append(pool.submit(self._one, brokers, spec, futures[name], slow))
             for p in pending:
                 p.result()
+            for spec in exclusive:  # alone, once everything else is done
+                self._one(brokers, spec, futures[spec.name], slow)
         finally:
             raw_pool.shutdown(wait=True)
             peer_pool.shutdown(wait=True)
@@ -289,13 +294,13 @@ def compare(spec: Spec, kind: str, result: Result, reference: Result | None) -> 
     if result.not_applicable:
         return Cell("not applicable", result.not_applicable)
     if result.not_run:
-        return Cell("not run", result.not_run)
+        return Cell("not run", result.not_run.split(" (")[0])
     if result.error:
         return Cell("failed", result.error.splitlines()[0][:120])
     if kind == REFERENCE:
         return Cell("reference")
     if reference is None or reference.outcome is None:
-        return Cell("not compared", "no Kafka 2.3 outcome")
+        return Cell("not compared", "no reference outcome")
     if result.outcome == reference.outcome:
         return Cell("same")
     keys = ", ".join(diff_keys(result.outcome or {}, reference.outcome))
@@ -310,8 +315,11 @@ def compare(spec: Spec, kind: str, result: Result, reference: Result | None) -> 
     return Cell("differs", f"unexplained: {keys}")
 
 
-def reference_for(conformance: Conformance, name: str) -> Result | None:
-    """Kafka 2.3's result; for a scenario it cannot run, embedded kafka4's."""
+def reference_for(conformance: Conformance, name: str, kind: str = "") -> Result | None:
+    """What ``kind``'s outcome is compared with: Kafka 2.3's; for a scenario it cannot run,
+    embedded kafka4's; for Kafka in Docker (3.9), the embedded flavour of its version."""
+    if kind == "kafka":
+        return conformance.done(f"embedded-{FLAVOUR_OF['kafka']}").get(name)
     results = conformance.done(REFERENCE)
     ref = results.get(name)
     if ref is not None and ref.not_applicable:
@@ -334,14 +342,13 @@ def table(conformance: Conformance) -> str:
     ]
     counts: dict[str, dict[str, int]] = {c: {} for c in columns}
     for name, spec in SCENARIOS.items():
-        ref = reference_for(conformance, name)
         cells = []
         for kind in columns:
             result = conformance.done(kind).get(name)
             cell = (
                 Cell("not run", "not part of this run")
                 if result is None
-                else compare(spec, kind, result, ref)
+                else compare(spec, kind, result, reference_for(conformance, name, kind))
             )
             if kind == REFERENCE and result is not None and result.not_applicable:
                 cell = Cell("not applicable", result.not_applicable)

@@ -442,6 +442,7 @@ async def commit_metadata_size(env: Env) -> Outcome:
 
 @scenario(
     "Committed offsets of a deleted topic are gone when it is created again",
+    exclusive=True,
     tansu_differs="a group left without offsets stays (Empty)",
 )
 async def offsets_after_topic_deletion(env: Env) -> Outcome:

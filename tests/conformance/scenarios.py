@@ -59,7 +59,9 @@ class Spec:
     where the broker has none: Kafka 2.3 and the kafka2 flavour). ``tansu`` says why Tansu
     cannot run it (not applicable there) and ``tansu_differs`` why Tansu's outcome is expected
     to differ. ``rules`` are flavour rules the scenario exercises that the coordinator cannot
-    record itself (e.g. API versions).
+    record itself (e.g. API versions). An ``exclusive`` scenario runs alone, after the others
+    of its broker: what it does touches every group (deleting a topic makes Kafka drop every
+    Empty group without offsets).
     """
 
     name: str
@@ -71,6 +73,7 @@ class Spec:
     tansu: str | None = None
     tansu_differs: str | None = None
     rules: tuple[str, ...] = ()
+    exclusive: bool = False
 
 
 SCENARIOS: dict[str, Spec] = {}

@@ -7,6 +7,8 @@
 * ``test_newer_flavours_differ_only_by_their_rules[flavour-name]``: ``kafka3`` / ``kafka4``
   outcomes differ from Kafka 2.3's only where a rule of theirs that changed since 2.3 was at work
   (``coordinator.RULES``, recorded by the coordinator per group).
+* ``test_docker_kafka_matches_its_flavour[name]``: Apache Kafka 3.9 in Docker gives the
+  ``kafka3`` flavour's outcome (where a Docker engine runs).
 """
 
 from __future__ import annotations
@@ -92,3 +94,14 @@ def test_newer_flavours_differ_only_by_their_rules(
         f"{kind} differs from Kafka 2.3 with no rule of its own at work: {cell.why}"
         f"\nembedded: {got.outcome}\nKafka 2.3: {ref.outcome}"
     )
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", _names())
+def test_docker_kafka_matches_its_flavour(conformance: Conformance, name: str) -> None:
+    got = conformance.result("kafka", name)
+    _ran(got)
+    ref = conformance.result("embedded-kafka3", name)
+    _ran(ref)
+    keys = diff_keys(got.outcome or {}, ref.outcome or {})
+    assert got.outcome == ref.outcome, f"Kafka in Docker differs from embedded kafka3 on {keys}"
