@@ -194,8 +194,8 @@ RULES: dict[str, Rule] = {
         "group.max.size admission",
         {
             "kafka2": "new member refused at size >= max; pending ids not counted",
-            "kafka3": "acceptJoiningMember (awaiting-join count while rebalancing)",
-            "kafka4": "acceptJoiningMember",
+            "kafka3": "acceptJoiningMember: while rebalancing, the awaiting-join count",
+            "kafka4": "acceptJoiningMember: while rebalancing, the awaiting-join count",
         },
         "KAFKA-9885 (2.6)",
     ),
@@ -203,7 +203,7 @@ RULES: dict[str, Rule] = {
         "initial rebalance delay when members leave or return to an emptied group",
         {
             "kafka2": "delay extended only at generation 0; a leave never cuts it short",
-            "kafka3": "as kafka2",
+            "kafka3": "delay extended only at generation 0; a leave never cuts it short",
             "kafka4": "extended whenever the group came from Empty; a leave may end it",
         },
         "GroupMetadataManager (4.0, KAFKA-14500) vs InitialDelayedJoin",

@@ -78,39 +78,37 @@ def cooperative_kafka_python_leader(env: Env) -> Outcome:
     return _cooperative_join(env.handle, "kafka-python", "confluent")
 
 
-@peer_scenario("A librdkafka member takes over from a kafka-python member that leaves")
-def leave(env: Env) -> Outcome:
+def _survivor_takes_over(env: Env, first: str, second: str, *, crash: bool) -> Outcome:
+    """Two members share a topic; the second leaves cleanly (or is killed, so that only its
+    session's expiry tells the coordinator); the first ends up owning everything."""
     handle = env.handle
-    topic, group = unique("leave"), unique("g-leave")
+    topic, group = unique("over"), unique("g-over")
     create_topic(handle, topic, 4)
     with Peers(handle) as peers:
-        a = peers.start("confluent", group=group, topic=topic, name="a")
-        b = peers.start("kafka-python", group=group, topic=topic, name="b")
+        a = peers.start(first, group=group, topic=topic, name="a")
+        b = peers.start(second, group=group, topic=topic, name="b")
         a.wait_for(
             lambda p: partitioned([a, b], 4) and bool(a.owned()) and bool(b.owned()),
             "a and b share the topic",
         )
-        b.close()
-        a.wait_for(owns([0, 1, 2, 3]), "a takes everything after b leaves")
-        assert not a.errors()
+        if crash:
+            b.kill()  # no LeaveGroup: the coordinator must expire the session
+        else:
+            b.close()
+        a.wait_for(owns([0, 1, 2, 3]), "a takes everything after b is gone")
+        if not crash:
+            assert not a.errors()
     return {"survivor owns": 4}
+
+
+@peer_scenario("A librdkafka member takes over from a kafka-python member that leaves")
+def leave(env: Env) -> Outcome:
+    return _survivor_takes_over(env, "confluent", "kafka-python", crash=False)
 
 
 @peer_scenario("A killed member's session expires; the survivor takes over")
 def kill(env: Env) -> Outcome:
-    handle = env.handle
-    topic, group = unique("kill"), unique("g-kill")
-    create_topic(handle, topic, 4)
-    with Peers(handle) as peers:
-        a = peers.start("kafka-python", group=group, topic=topic, name="a")
-        b = peers.start("confluent", group=group, topic=topic, name="b")
-        a.wait_for(
-            lambda p: partitioned([a, b], 4) and bool(a.owned()) and bool(b.owned()),
-            "a and b share the topic",
-        )
-        b.kill()  # no LeaveGroup: the coordinator must expire the session
-        a.wait_for(owns([0, 1, 2, 3]), "a takes everything after b's session expires")
-    return {"survivor owns": 4}
+    return _survivor_takes_over(env, "kafka-python", "confluent", crash=True)
 
 
 @peer_scenario("Three members, two partitions: one member idles")

@@ -20,7 +20,9 @@ from .scenarios import (
     elapsed_class,
     form,
     order_model,
+    rebalancing,
     rejoin_all,
+    roles,
     scenario,
     simple_commit,
     subscription,
@@ -232,8 +234,7 @@ async def rejoins(env: Env) -> Outcome:
     leader = a if follower is b else b
     again = await follower.join_once()
     out["follower, Stable, same metadata"] = [again.error_code, again.generation_id - gen]
-    rejoin_leader = asyncio.ensure_future(leader.join_once())
-    await env.wait_described(group, lambda d: d.group_state == "PreparingRebalance", "a rebalance")
+    rejoin_leader = await rebalancing(env, group, leader)
     answers = [await follower.join_once(), await rejoin_leader]
     out["leader's rejoin"] = [answers[1].error_code, answers[1].generation_id - gen]
     completing = await follower.join_once()  # CompletingRebalance, same metadata
@@ -258,9 +259,8 @@ async def heartbeat_states(env: Env) -> Outcome:
     out: Outcome = {"Stable": await a.heartbeat()}
     out["wrong generation"] = await a.heartbeat(generation=a.generation + 5)
     out["unknown member"] = await a.heartbeat(member_id="made-up")
-    leader, follower = (a, b) if a.member_id == a.leader else (b, a)
-    parked = asyncio.ensure_future(leader.join_once())
-    await env.wait_described(group, lambda d: d.group_state == "PreparingRebalance", "a rebalance")
+    leader, follower = roles(a, b)
+    parked = await rebalancing(env, group, leader)
     out["PreparingRebalance"] = await follower.heartbeat()
     await follower.join_once()
     await parked
@@ -285,9 +285,8 @@ async def sync_rules(env: Env) -> Outcome:
     }
     stable = await b.sync()
     out["Stable: the current assignment"] = [stable.error_code, bytes(stable.assignment).decode()]
-    leader, follower = (a, b) if a.member_id == a.leader else (b, a)
-    parked = asyncio.ensure_future(leader.join_once())
-    await env.wait_described(group, lambda d: d.group_state == "PreparingRebalance", "a rebalance")
+    leader, follower = roles(a, b)
+    parked = await rebalancing(env, group, leader)
     out["PreparingRebalance"] = (await follower.sync()).error_code
     await follower.join_once()
     await parked
@@ -327,10 +326,9 @@ async def superseded_join(env: Env) -> Outcome:
     # its timeout (2 s), long after both JoinGroups arrived.
     group = env.group()
     a, b = await form(env, group, ["a", "b"], rebalance_ms=2000)
-    leader, follower = (a, b) if a.member_id == a.leader else (b, a)
+    leader, follower = roles(a, b)
     follower.metadata = subscription(["t", "u"])
-    first = asyncio.ensure_future(follower.join_once())
-    await env.wait_described(group, lambda d: d.group_state == "PreparingRebalance", "a rebalance")
+    first = await rebalancing(env, group, follower)
     twin = await follower.other_connection()
     twin.metadata = follower.metadata
     got = await twin.join_once()
@@ -351,9 +349,8 @@ async def superseded_join(env: Env) -> Outcome:
 async def leaver_sync(env: Env) -> Outcome:
     group = env.group()
     a, b = await form(env, group, ["a", "b"])
-    leader, follower = (a, b) if a.member_id == a.leader else (b, a)
-    parked_join = asyncio.ensure_future(leader.join_once())
-    await env.wait_described(group, lambda d: d.group_state == "PreparingRebalance", "a rebalance")
+    leader, follower = roles(a, b)
+    parked_join = await rebalancing(env, group, leader)
     await follower.join_once()
     await parked_join
     waiting = asyncio.ensure_future(follower.sync())
@@ -386,9 +383,8 @@ async def commit_rules(env: Env) -> Outcome:
     out["unknown member"] = await a.commit(topic, member_id="made-up")
     out["simple commit, Stable group"] = await simple_commit(env, g2, topic)
     out["generation 5, unknown group"] = await a.commit(topic, group=env.group())
-    leader, follower = (a, b) if a.member_id == a.leader else (b, a)
-    parked = asyncio.ensure_future(leader.join_once())
-    await env.wait_described(g2, lambda d: d.group_state == "PreparingRebalance", "a rebalance")
+    leader, follower = roles(a, b)
+    parked = await rebalancing(env, g2, leader)
     out["PreparingRebalance"] = await follower.commit(topic)
     old = follower.generation
     await follower.join_once()
@@ -509,9 +505,8 @@ async def describe_states(env: Env) -> Outcome:
     out["authorized operations, not asked"] = None if ops is None else sorted(ops)
     asked = await env.describe(group, version=3, include_authorized_operations=True)
     out["authorized operations, asked"] = sorted(asked.authorized_operations or ())
-    leader = a if a.member_id == a.leader else b
-    parked = asyncio.ensure_future(leader.join_once())
-    await env.wait_described(group, lambda x: x.group_state == "PreparingRebalance", "rebal")
+    leader, _ = roles(a, b)
+    parked = await rebalancing(env, group, leader)
     d = await env.describe(group, version=3)
     out["PreparingRebalance"] = [
         d.protocol_data,
@@ -583,8 +578,7 @@ async def static_restart_completing(env: Env) -> Outcome:
     leader = next(m for m in members if m.member_id == m.leader)
     follower = next(m for m in members if m is not leader)
     gen = leader.generation
-    parked = asyncio.ensure_future(leader.join_once())
-    await env.wait_described(g, lambda d: d.group_state == "PreparingRebalance", "a rebalance")
+    parked = await rebalancing(env, g, leader)
     await follower.join_once()
     await parked  # CompletingRebalance now
     restarted = await Member.create(env, g, "s-new", instance=follower.instance)
@@ -680,10 +674,9 @@ async def pending_member_with_instance_id(env: Env) -> Outcome:
 async def member_never_syncs(env: Env) -> Outcome:
     g = env.group()
     a, b = await form(env, g, ["a", "b"], rebalance_ms=3000)
-    leader, follower = (a, b) if a.member_id == a.leader else (b, a)
+    leader, follower = roles(a, b)
     gen = leader.generation
-    parked = asyncio.ensure_future(leader.join_once())
-    await env.wait_described(g, lambda d: d.group_state == "PreparingRebalance", "a rebalance")
+    parked = await rebalancing(env, g, leader)
     await follower.join_once()
     await parked
     await leader.sync_as_leader()  # Stable; the follower never syncs
@@ -747,8 +740,7 @@ async def rebalance_timeout(env: Env) -> Outcome:
         leader = next(m for m in members if m.member_id == m.leader)
         follower = next(m for m in members if m is not leader)
         gen = leader.generation
-        parked = asyncio.ensure_future(leader.join_once())
-        await env.wait_described(g, lambda d: d.group_state == "PreparingRebalance", "rebalance")
+        parked = await rebalancing(env, g, leader)
         beats = []
         while not beats or beats[-1] == 27:  # the follower only heartbeats, until it is over
             beats.append(await follower.heartbeat())
@@ -789,10 +781,9 @@ async def rebalance_timeout_minus_one(env: Env) -> Outcome:
 async def group_max_size(env: Env) -> Outcome:
     g = env.group()
     a, b = await form(env, g, ["a", "b"])
-    leader, follower = (a, b) if a.member_id == a.leader else (b, a)
+    leader, follower = roles(a, b)
     gen = leader.generation
-    parked = asyncio.ensure_future(leader.join_once())
-    await env.wait_described(g, lambda d: d.group_state == "PreparingRebalance", "a rebalance")
+    parked = await rebalancing(env, g, leader)
     c = await Member.create(env, g, "c")
     newcomer = asyncio.ensure_future(c.join_once(version=3))
     # Kafka 2.3 refuses it at once; later versions park it with the rebalance.

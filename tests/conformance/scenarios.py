@@ -519,6 +519,19 @@ async def rejoin_all(members: Sequence[Member]) -> list[Any]:
     return list(await asyncio.gather(*(m.join_once() for m in members)))
 
 
+def roles(a: Member, b: Member) -> tuple[Member, Member]:
+    """(leader, follower) of a two-member group."""
+    return (a, b) if a.member_id == a.leader else (b, a)
+
+
+async def rebalancing(env: Env, group: str, member: Member) -> asyncio.Future[Any]:
+    """``member`` rejoins (the leader's rejoin, or new metadata, starts a rebalance): its
+    parked JoinGroup, once the group is PreparingRebalance."""
+    parked = asyncio.ensure_future(member.join_once())
+    await env.wait_described(group, lambda d: d.group_state == "PreparingRebalance", "a rebalance")
+    return parked
+
+
 async def answered_within(fut: asyncio.Future[Any], seconds: float) -> bool:
     """Whether ``fut`` completes within ``seconds`` (a bound on waiting for an answer that
     must not come, after the group moved on)."""

@@ -34,6 +34,12 @@ MIN_INT32 = -(2**31)
 def test_every_flavour_names_every_rule() -> None:
     for rule in RULES.values():
         assert set(rule.by_flavour) == set(FLAVOURS), rule
+    # Flavours that behave alike say so in the same words (the conformance table compares them).
+    assert (
+        RULES["initial-delay"].by_flavour["kafka3"] == RULES["initial-delay"].by_flavour["kafka2"]
+    )
+    for rid in ("group-max-size", "heartbeat-completing", "pending-sync-timeout", "api-versions"):
+        assert RULES[rid].by_flavour["kafka3"] == RULES[rid].by_flavour["kafka4"], rid
     with pytest.raises(Exception, match="flavour"):
         CoordinatorConfig(flavour="kafka1")
 
