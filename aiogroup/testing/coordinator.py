@@ -745,8 +745,10 @@ class GroupCoordinator:
             and not self._custom_ids
         ):
             # Kafka 2.3: instance id and the time of the group's last state change (KAFKA-8715:
-            # two restarts without a state change in between get the same id).
-            new_member_id = f"{prefix}-{round(group.state_since * 1000)}"
+            # two restarts without a state change in between get the same id). Kafka counts
+            # milliseconds; we count microseconds: this broker changes state several times
+            # within a millisecond, which Kafka's purgatory and network do not.
+            new_member_id = f"{prefix}-{round(group.state_since * 1_000_000)}"
         else:
             new_member_id = self._id_factory(prefix)
         if req.group_instance_id is not None:

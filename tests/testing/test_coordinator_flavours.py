@@ -298,8 +298,8 @@ def test_static_member_ids(flavour: str) -> None:
     now = 65.0  # within the session
     third = join()
     if flavour == "kafka2":
-        assert first.member_id == "i-50000"
-        assert second.member_id == third.member_id == "i-51000"
+        assert first.member_id == "i-50000000"
+        assert second.member_id == third.member_id == "i-51000000"
     else:
         assert len({first.member_id, second.member_id, third.member_id}) == 3
         assert all(m.member_id.startswith("i-") for m in got)
