@@ -1383,6 +1383,7 @@ async def _run_cli(args: argparse.Namespace) -> None:
     config = CoordinatorConfig(
         initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
         group_min_session_timeout_ms=args.group_min_session_timeout_ms,
+        flavour=args.flavour,
     )
     broker = EmbeddedBroker(
         host=args.host,
@@ -1420,6 +1421,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-auto-create-topics", action="store_true")
     parser.add_argument("--initial-rebalance-delay-ms", type=int, default=0)
     parser.add_argument("--group-min-session-timeout-ms", type=int, default=6000)
+    parser.add_argument(
+        "--flavour",
+        choices=["kafka4", "kafka3", "kafka2"],
+        default="kafka4",
+        help="the Kafka generation whose coordinator rules to follow (kafka2: Kafka 2.3)",
+    )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -221,3 +221,21 @@ async def test_sync_group_v5_without_protocol_type_or_name(broker: EmbeddedBroke
             }
             values[missing] = None
             assert (await c.request("SyncGroup", 5, values)).error_code == 23
+
+
+async def test_command_line_broker_takes_a_flavour() -> None:
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aiogroup.testing.broker", "--port", "0", "--flavour", "kafka2",
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        bootstrap = line.rsplit(" ", 1)[-1].strip()
+        async with RawClient(bootstrap) as c:
+            assert (await c.broker_versions())[11] == (0, 5)  # Kafka 2.3's JoinGroup
+    finally:
+        proc.terminate()
+        await proc.wait()
