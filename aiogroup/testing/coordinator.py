@@ -6,7 +6,10 @@ monotonic origin) of every call. Requests and responses are plain dataclasses; t
 
 Rules follow Apache Kafka's classic group coordinator (``GroupCoordinator.scala`` /
 ``GroupMetadata.scala`` in Kafka 2.x-3.x, ``GroupMetadataManager`` + ``ClassicGroup`` in the
-``group-coordinator`` module of 3.7+); each rule cites where it comes from.
+``group-coordinator`` module of 3.7+); each rule cites where it comes from. Where Kafka's rules
+changed between versions, ``CoordinatorConfig.flavour`` picks a generation: ``kafka4`` (the
+default), ``kafka3`` or ``kafka2`` (Kafka 2.3); :data:`RULES` lists those rules, :data:`FLAVOURS`
+what each flavour does.
 
 How the server wires it (one coordinator per broker, shared by every connection)::
 
@@ -15,6 +18,8 @@ How the server wires it (one coordinator per broker, shared by every connection)
     # JoinGroup / SyncGroup answers may be deferred: pass a callback; it is called exactly once,
     # either before the method returns or later, from inside another call (another member's
     # request, on_timer(now), ...). If the client disconnected, make the callback a no-op.
+    # It gets None for a request Kafka never answers (superseded by the member's next one, or
+    # the SyncGroup of a member that left): send nothing, keep the connection muted.
     coord.join_group(JoinGroupRequestData(...), now, respond=send_join_response)
     coord.sync_group(SyncGroupRequestData(...), now, respond=send_sync_response)
 
@@ -26,6 +31,7 @@ How the server wires it (one coordinator per broker, shared by every connection)
     coord.describe_groups([group_id, ...]) -> list[DescribedGroup]
     coord.list_groups(states_filter=None) -> list[ListedGroup]
     coord.delete_groups([group_id, ...]) -> list[tuple[group_id, error_code]]
+    coord.delete_partitions([(topic, partition), ...], now)  # a topic was deleted
 
     # Timers: after every call, (re)arm one timer at coord.next_deadline() (None: nothing
     # pending); when it fires call coord.on_timer(now). Calling on_timer early is harmless.
