@@ -8,9 +8,10 @@ rely on the coordinator expiring a silent member skip on Tansu, which never does
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +84,18 @@ def member(
     )
 
 
+@contextlib.contextmanager
+def next_changes(members: Iterable[GroupMember]) -> Iterator[list[asyncio.Future[bool]]]:
+    """The next change of each of ``members``, taken now (before the caller checks anything,
+    so no change is missed) and dropped on exit."""
+    changes = [asyncio.ensure_future(m.changed()) for m in members]
+    try:
+        yield changes
+    finally:
+        for c in changes:
+            c.cancel()
+
+
 async def until(
     condition: Callable[[], object],
     members: Iterable[GroupMember],
@@ -94,17 +107,13 @@ async def until(
     watched = list(members)
     deadline = time.monotonic() + timeout
     while True:
-        changes = [asyncio.ensure_future(m.changed()) for m in watched]
-        try:
+        with next_changes(watched) as changes:
             if condition():
                 return
             left = deadline - time.monotonic()
             if left <= 0:
                 raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
             await asyncio.wait(changes, timeout=min(left, 0.05))
-        finally:
-            for c in changes:
-                c.cancel()
 
 
 @dataclass
@@ -131,13 +140,9 @@ class OwnershipWatch:
 
     async def _run(self) -> None:
         while True:
-            changes = [asyncio.ensure_future(m.changed()) for m in self.members.values()]
-            try:
+            with next_changes(self.members.values()) as changes:
                 self.check()
                 await asyncio.wait(changes, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for c in changes:
-                    c.cancel()
 
     def __enter__(self) -> OwnershipWatch:
         self._task = asyncio.ensure_future(self._run())

@@ -9,12 +9,6 @@ rejoining) or keeps claiming it (a peer that never revokes what it lost).
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import sys
-import threading
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,6 +16,7 @@ from aiogroup.client import GroupMember
 from aiogroup.protocol.types import TopicPartition
 from aiogroup.testing.fixtures import BrokerHandle
 
+from ..conformance.conftest import Peer
 from .conftest import (
     BOUND,
     REBALANCE_MS,
@@ -141,7 +136,7 @@ async def test_a_peer_that_keeps_claiming_what_it_was_not_assigned_stops_blockin
 
 
 async def test_kafka_python_losing_its_partitions_while_a_member_joins(
-    handle: BrokerHandle, tmp_path: Path
+    handle: BrokerHandle,
 ) -> None:
     """The real peer: kafka-python 3 (cooperative-sticky) falls out of the group and rejoins
     under a new member id while b joins. It claims the partitions it lost (its assignor keeps
@@ -154,10 +149,12 @@ async def test_kafka_python_losing_its_partitions_while_a_member_joins(
     topic = await new_topic(handle, 2, "handover")
     everything = all_of(topic, 2)
     lead = await leader(handle, group)
-    peer = KafkaPythonPeer(handle, group, topic, tmp_path)
+    peer = Peer(
+        handle, "kafka-python", group=group, topic=topic, name="kpy", assignors="cooperative-sticky"
+    )
     b: GroupMember | None = None
     try:
-        await until(lambda: peer.owned() == {0, 1}, [lead], "kafka-python to own the topic")
+        await until(lambda: peer.owned() == [0, 1], [lead], "kafka-python to own the topic")
         expelled = [
             m.member_id for m in handle.embedded.group(group).members if m.client_id == "kpy"
         ]
@@ -165,82 +162,19 @@ async def test_kafka_python_losing_its_partitions_while_a_member_joins(
         b = member(handle, group, [topic], name="b")
         await b.start()
         await until(
-            lambda: b.assignment and peer.owned() and len(peer.owned()) + len(b.assignment) == 2,
+            lambda: (
+                b.assignment and peer.owned() and len(peer.owned() or ()) + len(b.assignment) == 2
+            ),
             [b, lead],
             "kafka-python and b to share the topic",
             timeout=SESSION_MS / 1000 + 2 * BOUND,
         )
-        assert peer.lost == [[0, 1]]
+        assert peer.revoked() == [0, 1]  # its on_partitions_lost (through the revoked listener)
         view = handle.embedded.group(group)
         assert view is not None and not {m.member_id for m in view.members} & set(expelled)
-        assert {TopicPartition(topic, p) for p in peer.owned()} | b.assignment == everything
+        assert {TopicPartition(topic, p) for p in peer.owned() or ()} | b.assignment == everything
     finally:
         if b is not None:
             await b.close()
         peer.close()
         await lead.close()
-
-
-PEER = Path(__file__).parent.parent / "conformance" / "peer.py"
-
-
-class KafkaPythonPeer:
-    """kafka-python 3 in its own process (the conformance suite's peer, cooperative-sticky)."""
-
-    def __init__(self, handle: BrokerHandle, group: str, topic: str, workdir: Path) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(PEER),
-                "kafka-python",
-                "--bootstrap",
-                handle.bootstrap,
-                "--group",
-                group,
-                "--topic",
-                topic,
-                "--name",
-                "kpy",
-                "--assignors",
-                "cooperative-sticky",
-                "--session-ms",
-                "6000",
-                "--heartbeat-ms",
-                "300",
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=open(workdir / "kpy.stderr", "wb"),  # noqa: SIM115 - closed with the process
-            text=True,
-        )
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                self.events.append(json.loads(line))
-            except ValueError:
-                continue
-
-    def owned(self) -> set[int]:
-        owned = [e["partitions"] for e in list(self.events) if e["event"] == "owned"]
-        return set(owned[-1]) if owned else set()
-
-    @property
-    def lost(self) -> list[list[int]]:
-        # The peer reports lost partitions through its revoked listener (no on_lost there).
-        return [e["partitions"] for e in list(self.events) if e["event"] == "revoked"]
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.write("close\n")
-                self.proc.stdin.flush()
-                self.proc.wait(30)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait(10)
