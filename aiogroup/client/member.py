@@ -31,6 +31,7 @@ from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
 from aiogroup.client.transport import CommittedOffset, CoordinatorUnreachableError, Transport
 from aiogroup.errors import (
     AiogroupError,
+    AuthenticationError,
     ConfigurationError,
     KafkaError,
     LocalProtocolError,
@@ -587,6 +588,7 @@ class GroupMember:
             raise
         except (CoordinatorUnreachableError, AiogroupError) as exc:
             log.info("coordinator request failed: %s", exc)
+            self._auth_failed(exc)
             self._transport.coordinator_dead()
             event = ev.CoordinatorLost()
         except Exception as exc:  # never lose the answer the machine waits for
@@ -601,6 +603,10 @@ class GroupMember:
             node_id = await self._transport.find_coordinator()
         except asyncio.CancelledError:
             raise
+        except AuthenticationError as exc:  # reported with its own words, then retried
+            self._auth_failed(exc)
+            self._post(ev.CoordinatorLookupFailed(action.token, -1))
+            return
         except KafkaError as exc:
             code = exc.error_code if not isinstance(exc, CoordinatorUnreachableError) else -1
             self._post(ev.CoordinatorLookupFailed(action.token, code))
@@ -626,6 +632,7 @@ class GroupMember:
                 raise
             except Exception as exc:
                 log.info("metadata request failed, retrying: %r", exc)
+                self._auth_failed(exc)
                 await asyncio.sleep(backoff)  # retry backoff
                 backoff = min(backoff * 2, 5.0)
                 continue
@@ -726,6 +733,7 @@ class GroupMember:
             raise
         except Exception as exc:
             log.info("OffsetCommit failed: %r", exc)
+            self._auth_failed(exc)
             self._transport.coordinator_dead()
             self._post(ev.CommitFailed(action.token, -1))
             self._post(ev.CoordinatorLost())
@@ -754,6 +762,15 @@ class GroupMember:
         except RuntimeError:
             return False
         return now - self._last_contact > self.session_timeout_ms / 1000
+
+    def _auth_failed(self, exc: BaseException) -> None:
+        """A connect refused by TLS or SASL (credentials changed, certificate replaced): raise
+        it from the user's next call, as the Java client does from ``poll``, and keep
+        retrying in the background (the broker may be fixed)."""
+        if isinstance(exc, AuthenticationError):
+            log.warning("authentication failed: %s", exc)
+            self._pending_errors.append(exc)
+            self._notify()
 
     def _request_bound(self) -> float:
         return self._transport.request_timeout_ms / 1000 + 5.0
