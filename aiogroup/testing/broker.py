@@ -1325,6 +1325,7 @@ async def _run_cli(args: argparse.Namespace) -> None:
         auto_create_topics=not args.no_auto_create_topics,
         num_partitions=args.num_partitions,
         coordinator_config=config,
+        **_auth.cli_security(args),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -1333,6 +1334,11 @@ async def _run_cli(args: argparse.Namespace) -> None:
             loop.add_signal_handler(sig, stop.set)
     async with broker:
         print(f"aiogroup embedded broker listening on {broker.bootstrap}", flush=True)
+        for listener in broker.listeners:
+            print(
+                f"  {listener.name} ({listener.security_protocol}) on port {listener.port}",
+                flush=True,
+            )
         await stop.wait()
 
 
@@ -1355,6 +1361,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--initial-rebalance-delay-ms", type=int, default=0)
     parser.add_argument("--group-min-session-timeout-ms", type=int, default=6000)
     parser.add_argument("--log-level", default="WARNING")
+    _auth.add_cli_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"

@@ -12,6 +12,9 @@ Keys are ECDSA P-256 (fast to make); the broker certificate names ``127.0.0.1`` 
 JVM: the ``cryptography`` package (a ``dev`` dependency) does the work, and the JKS truststore is
 written here (a cert-only JKS is a small, documented format; keytool would cost a JVM start).
 
+From the command line, ``python -m aiogroup.testing.tls DIR`` writes a set into ``DIR`` and
+prints the paths.
+
 Usage::
 
     pki = make_pki(tmp_path)
@@ -280,3 +283,32 @@ def write_jks_truststore(
     target = Path(path)
     target.write_bytes(bytes(out) + digest.digest())
     return target
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m aiogroup.testing.tls DIR [--host H ...]``: write a set, print the paths."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m aiogroup.testing.tls",
+        description="write a test CA, broker and client certificates (PEM, PKCS#12, JKS)",
+    )
+    parser.add_argument("directory")
+    parser.add_argument(
+        "--host",
+        action="append",
+        help="a name or IP address for the broker certificate (default 127.0.0.1 and localhost)",
+    )
+    parser.add_argument("--password", default=DEFAULT_PASSWORD)
+    args = parser.parse_args(argv)
+    pki = make_pki(
+        args.directory, hosts=args.host or ("127.0.0.1", "localhost"), password=args.password
+    )
+    for name in ("ca_cert", "broker_cert", "broker_key", "client_cert", "client_key"):
+        print(f"{name:12} {getattr(pki, name)}")
+    print(f"{'keystore':12} {pki.keystore} (PKCS12, password {pki.password})")
+    print(f"{'truststore':12} {pki.truststore} (JKS, password {pki.password})")
+
+
+if __name__ == "__main__":
+    main()

@@ -8,6 +8,8 @@ import base64
 import hashlib
 import ssl
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,8 +32,10 @@ from aiogroup.testing.sasl import (
     SaslRejected,
     ScramClient,
     ScramCredential,
+    sasl_login,
     sasl_server,
 )
+from aiogroup.testing.tansu import free_port
 from aiogroup.testing.tls import Pki, make_pki, write_jks_truststore
 
 # --------------------------------------------------------------------------- SCRAM
@@ -286,3 +290,39 @@ def test_sasl_error_codes_are_registered() -> None:
     assert type(error_for_code(58)) is SaslAuthenticationError
     assert type(error_for_code(33)) is UnsupportedSaslMechanismError
     assert type(error_for_code(34)) is IllegalSaslStateError
+
+
+# --------------------------------------------------------------------------- command lines
+
+
+def test_the_embedded_broker_runs_secured_from_the_command_line(tmp_path: Path) -> None:
+    """``python -m aiogroup.testing.tls`` writes the material, ``python -m
+    aiogroup.testing.broker`` serves SASL_SSL with it; a SCRAM login over TLS works."""
+    done = subprocess.run(
+        [sys.executable, "-m", "aiogroup.testing.tls", str(tmp_path)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert str(tmp_path / "ca.pem") in done.stdout
+    port, secure = free_port(), free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "aiogroup.testing.broker", "--port", str(port),
+            "--listener", f"SASL_SSL:{secure}", "--ssl-cert", str(tmp_path / "broker.pem"),
+            "--ssl-key", str(tmp_path / "broker.key"), "--scram-user", "alice:pw",
+            "--sasl-mechanisms", "SCRAM-SHA-512",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert f"127.0.0.1:{port}" in proc.stdout.readline()  # printed once listening
+        assert f"SASL_SSL (SASL_SSL) on port {secure}" in proc.stdout.readline()
+        context = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+        login = sasl_login("127.0.0.1", secure, "SCRAM-SHA-512", "alice", "pw", ssl_context=context)
+        assert login.ok and login.mechanisms == ["SCRAM-SHA-512"]
+        refused = sasl_login("127.0.0.1", secure, "PLAIN", "alice", "pw", ssl_context=context)
+        assert refused.handshake_error == 33
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0
