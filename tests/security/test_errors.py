@@ -131,6 +131,7 @@ async def test_a_mechanism_the_listener_does_not_enable(secured: SecuredBroker) 
     [
         ("PLAINTEXT", "SSL", SslAuthenticationError, "expects TLS"),
         ("PLAINTEXT", "SASL_SSL", SslAuthenticationError, "expects TLS"),
+        ("SASL_PLAINTEXT", "SASL_SSL", SslAuthenticationError, "use SASL_SSL"),
         ("SSL", "PLAINTEXT", SslAuthenticationError, "TLS handshake"),
         ("SASL_PLAINTEXT", "PLAINTEXT", IllegalSaslStateError, "did not expect SASL"),
         ("SASL_SSL", "SSL", IllegalSaslStateError, "did not expect SASL"),
