@@ -38,11 +38,30 @@ from aiogroup.errors import (
     UnsupportedSaslMechanismError,
 )
 
-__all__ = ["SecurityOptions", "diagnose", "security_options"]
+__all__ = [
+    "SECURITY_PROTOCOLS",
+    "SecurityOptions",
+    "diagnose",
+    "security_options",
+    "uses_sasl",
+    "uses_tls",
+]
 
 log = logging.getLogger(__name__)
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def uses_tls(protocol: str) -> bool:
+    """Whether ``security_protocol`` runs over TLS (SSL, SASL_SSL)."""
+    return protocol in ("SSL", "SASL_SSL")
+
+
+def uses_sasl(protocol: str) -> bool:
+    """Whether ``security_protocol`` authenticates with SASL (SASL_PLAINTEXT, SASL_SSL)."""
+    return protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
 #: Mechanisms that need ``sasl_plain_username`` and ``sasl_plain_password``.
 _PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -71,11 +90,11 @@ class SecurityOptions:
 
     @property
     def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return uses_tls(self.protocol)
 
     @property
     def sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return uses_sasl(self.protocol)
 
     @property
     def mechanism(self) -> str:
@@ -104,9 +123,9 @@ def security_options(client_options: dict[str, Any]) -> SecurityOptions:
     context = client_options.get("ssl_context")
     if context is not None and not isinstance(context, ssl.SSLContext):
         raise ConfigurationError(f"ssl_context must be an ssl.SSLContext, not {type(context)}")
-    if protocol in ("SSL", "SASL_SSL") and context is None:
+    if uses_tls(protocol) and context is None:
         client_options["ssl_context"] = ssl.create_default_context()
-    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+    if uses_sasl(protocol):
         mechanism = client_options.get("sasl_mechanism", "PLAIN")
         if mechanism not in SASL_MECHANISMS:
             raise ConfigurationError(

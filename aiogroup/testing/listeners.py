@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aiogroup.client._security import SECURITY_PROTOCOLS, uses_sasl, uses_tls
 from aiogroup.errors import ConfigurationError
 
 __all__ = ["SECURITY_PROTOCOLS", "Listener"]
-
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass
@@ -31,11 +30,11 @@ class Listener:
 
     @property
     def tls(self) -> bool:
-        return self.security_protocol in ("SSL", "SASL_SSL")
+        return uses_tls(self.security_protocol)
 
     @property
     def sasl(self) -> bool:
-        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return uses_sasl(self.security_protocol)
 
     def check(self) -> None:
         """Refuse an unknown security protocol (:class:`ConfigurationError`)."""
