@@ -179,9 +179,7 @@ def classify(
         return SaslAuthenticationError(
             f"SASL authentication as {security.who} at {where} failed: {told}"
         )
-    if errno == UnsupportedSaslMechanismError.code or type(exc).__name__ == (
-        "UnsupportedSaslMechanismError"
-    ):
+    if errno == UnsupportedSaslMechanismError.code:
         told = _message(exc)
         return UnsupportedSaslMechanismError(
             f"the listener at {where} does not enable SASL mechanism {security.mechanism}"
@@ -234,6 +232,7 @@ async def _connect(
 async def _diagnose(
     host: str, port: int, security: SecurityOptions, client_id: str, timeout: float
 ) -> AuthenticationError | None:
+    from aiokafka.errors import KafkaConnectionError
     from aiokafka.protocol.admin import SaslHandShakeRequest
     from aiokafka.protocol.metadata import MetadataRequest
 
@@ -252,7 +251,7 @@ async def _diagnose(
                     f"{security.protocol}: use {'SASL_SSL' if security.sasl else 'SSL'} (with "
                     "an ssl_context), or a plaintext listener's port"
                 )
-        elif found is None and type(exc).__name__ == "KafkaConnectionError":
+        elif found is None and isinstance(exc, KafkaConnectionError):
             # Our TLS handshake passed and the broker closed at the first request: under TLS
             # 1.3 that is how a listener demanding a client certificate refuses one. Without
             # a certificate, TLS 1.2 is refused in the handshake itself.

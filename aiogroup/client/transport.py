@@ -390,7 +390,9 @@ class Transport:
         except (OSError, TimeoutError) as exc:
             raise CoordinatorUnreachableError(f"{request.api} to node {node_id}: {exc!r}") from exc
         except Exception as exc:  # aiokafka's own errors: connection, timeout, not ready
-            if type(exc).__name__ == "NodeNotReadyError":  # the connect failed: why?
+            from aiokafka.errors import NodeNotReadyError
+
+            if isinstance(exc, NodeNotReadyError):  # the connect failed: why?
                 refused = await self._connect_refused(node_id, timeout or self._timeout)
                 if refused is not None:
                     raise refused from exc

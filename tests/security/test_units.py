@@ -326,3 +326,21 @@ def test_the_embedded_broker_runs_secured_from_the_command_line(tmp_path: Path) 
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+def test_a_restarted_embedded_broker_keeps_its_listener_ports(tmp_path: Path) -> None:
+    from aiogroup.testing.broker import ThreadedBroker
+
+    pki = make_pki(tmp_path)
+    with ThreadedBroker(
+        listeners=[Listener("SASL_SSL")],
+        ssl_context=pki.server_context(),
+        sasl_credentials=SaslCredentials(scram={"alice": "pw"}),
+    ) as threaded:
+        port = threaded.broker.ports["SASL_SSL"]
+        threaded.restart()
+        assert threaded.broker.ports["SASL_SSL"] == port
+        login = sasl_login(
+            "127.0.0.1", port, "SCRAM-SHA-256", "alice", "pw", ssl_context=pki.client_context()
+        )
+        assert login.ok, login
