@@ -273,7 +273,7 @@ class _WireRequest:
 
 
 class Transport:
-    """Group-coordinator requests for one group, over one :class:`AIOKafkaClient`.
+    """Group-coordinator requests for one group, over one :class:`~aiokafka.client.AIOKafkaClient`.
 
     ``client_options`` go to aiokafka's client as they are (``security_protocol``,
     ``ssl_context``, ``sasl_mechanism``, ``sasl_plain_username``, ...).
