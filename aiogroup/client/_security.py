@@ -112,7 +112,7 @@ def security_options(client_options: dict[str, Any]) -> SecurityOptions:
 
     Refuses, as :class:`ConfigurationError`, what aiokafka would refuse with ``ValueError`` or
     fail on later (a SCRAM mechanism without a password). ``security_protocol`` SSL or SASL_SSL
-    without ``ssl_context`` gets :func:`ssl.create_default_context`: the system's CAs and
+    without ``ssl_context`` gets ``ssl.create_default_context()``: the system's CAs and
     hostname verification, as the Java client and librdkafka do by default.
     """
     protocol = client_options.get("security_protocol", "PLAINTEXT")

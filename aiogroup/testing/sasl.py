@@ -12,7 +12,7 @@ that runs one whole exchange on a new connection: for raw-protocol tests on eith
 for waiting until Kafka has picked up new SCRAM credentials.
 
 The servers and :class:`ScramClient` do no I/O and read no clock; nonces and salts come from
-:mod:`secrets` unless given.
+``secrets`` unless given.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 :func:`make_pki` writes, into a folder, everything a TLS test needs for both brokers:
 
 * PEM files (``ca.pem``, ``broker.pem`` + ``broker.key``, ``client.pem`` + ``client.key``) for
-  Python's :mod:`ssl` (the client side, and the embedded broker's server side);
+  Python's ``ssl`` (the client side, and the embedded broker's server side);
 * the same broker key and chain as a PKCS#12 keystore (``broker.p12``) and the CA as a JKS
   truststore (``truststore.jks``) for Apache Kafka 2.3, which reads no PEM (KIP-651 came in 2.7).
 
