@@ -46,6 +46,7 @@ from aiogroup.client.options import (
 from aiogroup.client.transport import CommittedOffset, CoordinatorUnreachableError, Transport
 from aiogroup.errors import (
     AiogroupError,
+    AuthenticationError,
     ConfigurationError,
     KafkaError,
     LocalProtocolError,
@@ -662,6 +663,7 @@ class GroupMember:
                 exc,
                 key="coordinator request failed",
             )
+            self._auth_failed(exc)
             self._transport.coordinator_dead()
             event = ev.CoordinatorLost()
         except Exception as exc:  # never lose the answer the machine waits for
@@ -676,6 +678,10 @@ class GroupMember:
             node_id = await self._transport.find_coordinator()
         except asyncio.CancelledError:
             raise
+        except AuthenticationError as exc:  # reported with its own words, then retried
+            self._auth_failed(exc)
+            self._post(ev.CoordinatorLookupFailed(action.token, -1))
+            return
         except Exception as exc:
             unreachable = isinstance(exc, CoordinatorUnreachableError)
             code = exc.error_code if isinstance(exc, KafkaError) and not unreachable else -1
@@ -712,6 +718,7 @@ class GroupMember:
                     exc,
                     key="metadata failed",
                 )
+                self._auth_failed(exc)
                 await asyncio.sleep(backoff)  # retry backoff
                 backoff = min(backoff * 2, 5.0)
                 continue
@@ -817,6 +824,7 @@ class GroupMember:
                 exc,
                 key="commit failed",
             )
+            self._auth_failed(exc)
             self._transport.coordinator_dead()
             self._post(ev.CommitFailed(action.token, -1))
             self._post(ev.CoordinatorLost())
@@ -855,6 +863,15 @@ class GroupMember:
         except RuntimeError:
             return False
         return now - self._last_contact > self.session_timeout_ms / 1000
+
+    def _auth_failed(self, exc: BaseException) -> None:
+        """A connect refused by TLS or SASL (credentials changed, certificate replaced): raise
+        it from the user's next call, as the Java client does from ``poll``, and keep
+        retrying in the background (the broker may be fixed)."""
+        if isinstance(exc, AuthenticationError):
+            log.warning("authentication failed: %s", exc)
+            self._pending_errors.append(exc)
+            self._notify()
 
     def _request_bound(self) -> float:
         return self._transport.request_timeout_ms / 1000 + 5.0
