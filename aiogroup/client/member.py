@@ -52,6 +52,7 @@ from aiogroup.errors import (
     LocalProtocolError,
     NotSubscribedError,
     RebalanceInProgressError,
+    RetriableError,
     error_for_code,
 )
 from aiogroup.listener import RebalanceListener, run_callbacks
@@ -410,16 +411,41 @@ class GroupMember:
     async def committed(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int | None]:
-        """The committed offsets of ``partitions`` (None where nothing is committed)."""
+        """The committed offsets of ``partitions`` (None where nothing is committed).
+
+        Retriable answers (the coordinator loading its offsets after a restart, moving, or out
+        of reach) are retried with backoff within the request bound, as Java's
+        ``committed()`` does within ``default.api.timeout.ms``; other errors raise.
+        """
         self._raise_pending()
         self._ensure_running()
-        result = await asyncio.wait_for(
-            self._in_context(self._transport.offset_fetch(list(partitions))),
-            self._request_bound(),
-        )
-        if result.error_code:
-            raise error_for_code(result.error_code, "OffsetFetch failed")
-        return {tp: _offset_or_none(c) for tp, c in result.offsets.items()}
+        wanted = list(partitions)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._request_bound()
+        backoff = max(self.retry_backoff_ms / 1000, 0.01)
+        while True:
+            try:
+                result = await asyncio.wait_for(
+                    self._in_context(self._transport.offset_fetch(wanted)),
+                    max(deadline - loop.time(), 0.0),
+                )
+                error: AiogroupError | None = None
+                if result.error_code:
+                    error = error_for_code(result.error_code, "OffsetFetch failed")
+            except RetriableError as exc:  # CoordinatorUnreachableError among them
+                error = exc
+            except TimeoutError:
+                raise CoordinatorUnreachableError(
+                    f"OffsetFetch: no answer within {self._request_bound():.0f} s"
+                ) from None
+            if error is None:
+                return {tp: _offset_or_none(c) for tp, c in result.offsets.items()}
+            if not isinstance(error, RetriableError) or loop.time() + backoff >= deadline:
+                raise error
+            log.debug("group %s: OffsetFetch: %s; retrying", self.group_id, error)
+            await asyncio.sleep(backoff)  # retry backoff
+            backoff = min(backoff * 2, 1.0)
+            self._ensure_running()
 
     # ------------------------------------------------------------------ waiting
 
