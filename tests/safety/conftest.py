@@ -1,8 +1,9 @@
 """Plumbing for the safety tests: brokers, topics, members, and watches that judge ownership.
 
-Every module runs once per broker of the package's ``kafka_broker`` fixture (embedded, Tansu,
-Apache Kafka 2.3, Docker Kafka). Tests that inject faults need the embedded broker; tests that
-rely on the coordinator expiring a silent member skip on Tansu, which never does.
+Every module runs once per broker of the ``kafka_broker`` fixture of aiogroup's pytest plugin
+(embedded, Tansu, Apache Kafka 2.3, Docker Kafka). Tests that inject faults need the embedded
+broker; tests that rely on the coordinator expiring a silent member skip on Tansu, which never
+does.
 """
 
 from __future__ import annotations
@@ -13,19 +14,18 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from aiogroup.client import GroupMember
 from aiogroup.protocol import Subscription, decode_assignment, encode_subscription
 from aiogroup.protocol.types import TopicPartition
-from aiogroup.testing.fixtures import BrokerHandle, kafka_broker
 
 from ..testing.raw_member import NONE, RawMember
 
-# Re-exported so that pytest registers the package's ``kafka_broker`` fixture for this folder.
-__all__ = ["kafka_broker"]
+if TYPE_CHECKING:  # the fixtures module itself is loaded by aiogroup's pytest plugin
+    from aiogroup.testing.fixtures import BrokerHandle
 
 SESSION_MS = 1500
 HEARTBEAT_MS = 150
