@@ -16,6 +16,11 @@ import pytest
 
 from . import peer_scenarios, raw_scenarios  # noqa: F401 - registers the scenarios
 from .engine import KINDS, LABELS, Conformance, write_outcomes, write_table
+from .peers import Peer, Peers, create_topic, produce, settings
+from .scenarios import unique
+
+# Other suites (tests/safety) start real-client peers with these.
+__all__ = ["Peer", "Peers", "create_topic", "produce", "settings", "unique"]
 
 _KEY = pytest.StashKey[Conformance]()
 
