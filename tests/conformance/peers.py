@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +47,7 @@ class Peer:
         assignors: str = "range",
         instance_id: str = "",
         cond: threading.Condition | None = None,
+        siblings: list[Peer] | None = None,
     ) -> None:
         self.name = name
         self.kind = kind
@@ -75,13 +78,18 @@ class Peer:
         self.events: list[dict[str, Any]] = []
         # Shared by every peer of a scenario: predicates may look at several peers.
         self.cond = cond or threading.Condition()
+        self.siblings = siblings if siblings is not None else [self]
+        # Diagnostics for a wait that times out: the peer's stderr, and a dump of its threads
+        # (peer.py writes one on SIGUSR1 into this folder).
+        self.diag = Path(tempfile.mkdtemp(prefix=f"peer-{name}-"))
+        self._stderr = (self.diag / "stderr.txt").open("w")
         self.proc = subprocess.Popen(
             cmd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self._stderr,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "PEER_TRACEBACKS": str(self.diag)},
         )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -108,13 +116,29 @@ class Peer:
             while not predicate(self):
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    if os.environ.get("PEER_TRACEBACKS") and self.proc.poll() is None:
-                        self.proc.send_signal(signal.SIGUSR1)
                     view = self.handle.embedded.group(self.group) if self.handle.embedded else None
                     raise AssertionError(
                         f"{self.name}: timed out waiting for {what}: {self.events}; group {view}"
+                        + "".join(p.diagnostics() for p in self.siblings)
                     )
                 self.cond.wait(min(left, 0.2))
+
+    def diagnostics(self) -> str:
+        """The peer's thread dump (asked for now, waited for up to 2 s) and stderr tail."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self.proc.send_signal(signal.SIGUSR1)
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline and not any(
+                f.stat().st_size for f in self.diag.glob(f"{self.name}-*.txt")
+            ):
+                time.sleep(0.05)  # polling for the dump file, bounded
+        dumps = "".join(f.read_text(errors="replace") for f in self.diag.glob("*-*.txt"))
+        stderr = (self.diag / "stderr.txt").read_text(errors="replace")
+        return (
+            f"\n--- {self.name} ({self.kind}) threads:\n{dumps[-3000:]}"
+            f"\n--- {self.name} stderr:\n{stderr[-1500:]}"
+        )
 
     def owned(self) -> list[int] | None:
         owned = [e["partitions"] for e in self.events if e["event"] == "owned"]
@@ -149,6 +173,8 @@ class Peer:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
+        self._stderr.close()
+        shutil.rmtree(self.diag, ignore_errors=True)
 
 
 class Peers:
@@ -160,7 +186,7 @@ class Peers:
         self.cond = threading.Condition()
 
     def start(self, kind: str, **kwargs: Any) -> Peer:
-        peer = Peer(self.handle, kind, cond=self.cond, **kwargs)
+        peer = Peer(self.handle, kind, cond=self.cond, siblings=self.all, **kwargs)
         self.all.append(peer)
         return peer
 
