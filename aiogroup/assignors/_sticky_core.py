@@ -52,6 +52,7 @@ from operator import add, eq, ge, gt, itemgetter, le, lt, ne, or_, sub
 from typing import Any
 
 from aiogroup.assignors._claims import ClaimIndex, shared_index
+from aiogroup.assignors.range import refuse_bare_string
 from aiogroup.protocol.types import NO_GENERATION, PartitionsByTopic
 
 __all__ = ["Layout", "MemberClaim", "Plan", "balance", "gc_paused"]
@@ -506,6 +507,7 @@ def balance(
     """
     by_id: dict[str, MemberClaim] = {}
     for claim in members:
+        refuse_bare_string(claim.member_id, claim.topics)
         by_id[claim.member_id] = claim
     member_ids = sorted(by_id)
     claims = [by_id[m] for m in member_ids]

@@ -15,6 +15,7 @@ what a *server* needs around them:
 
 from __future__ import annotations
 
+import socket
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,22 +25,26 @@ from kafka.protocol import admin as _admin
 from kafka.protocol import consumer as _consumer
 from kafka.protocol import metadata as _metadata
 from kafka.protocol import producer as _producer
+from kafka.protocol import sasl as _sasl
 
 from aiogroup.errors import InvalidFieldError, RemoteProtocolError, TruncatedError
 
 __all__ = [
     "API_NAMES",
+    "KAFKA_23_VERSIONS",
     "MAX_FRAME_BYTES",
     "SUPPORTED_VERSIONS",
     "FrameTooLargeError",
     "MalformedRequestError",
     "Request",
     "UnsupportedRequestError",
+    "blocking_request",
     "build",
     "decode_request",
     "encode_response",
     "frame_size",
     "request_class",
+    "versions_for",
 ]
 
 #: Frames above this size are refused before a buffer is allocated (Kafka's
@@ -64,10 +69,12 @@ _CLASSES: Final[dict[int, tuple[Any, Any]]] = {
     14: (_consumer.SyncGroupRequest, _consumer.SyncGroupResponse),
     15: (_admin.DescribeGroupsRequest, _admin.DescribeGroupsResponse),
     16: (_admin.ListGroupsRequest, _admin.ListGroupsResponse),
+    17: (_sasl.SaslHandshakeRequest, _sasl.SaslHandshakeResponse),
     18: (_metadata.ApiVersionsRequest, _metadata.ApiVersionsResponse),
     19: (_admin.CreateTopicsRequest, _admin.CreateTopicsResponse),
     20: (_admin.DeleteTopicsRequest, _admin.DeleteTopicsResponse),
     22: (_producer.InitProducerIdRequest, _producer.InitProducerIdResponse),
+    36: (_sasl.SaslAuthenticateRequest, _sasl.SaslAuthenticateResponse),
     37: (_admin.CreatePartitionsRequest, _admin.CreatePartitionsResponse),
     42: (_admin.DeleteGroupsRequest, _admin.DeleteGroupsResponse),
 }
@@ -88,13 +95,55 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 4),  # ListGroups
+    17: (0, 1),  # SaslHandshake (v1: tokens in SaslAuthenticate, KIP-152)
     18: (0, 3),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 5),  # DeleteTopics (v6 addresses topics by id)
     22: (0, 4),  # InitProducerId (idempotent producers)
+    36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
 }
+
+#: What Apache Kafka 2.3.0 advertises for those APIs (its ApiVersions answer), for the
+#: ``kafka2`` flavour: it closes the connection on anything newer.
+KAFKA_23_VERSIONS: Final[dict[int, tuple[int, int]]] = {
+    0: (0, 7),
+    1: (0, 11),
+    2: (0, 5),
+    3: (0, 8),
+    8: (0, 7),
+    9: (0, 5),
+    10: (0, 2),
+    11: (0, 5),
+    12: (0, 3),
+    13: (0, 2),
+    14: (0, 3),
+    15: (0, 3),
+    16: (0, 2),
+    17: (0, 1),
+    18: (0, 2),
+    19: (0, 3),
+    20: (0, 3),
+    22: (0, 1),
+    36: (0, 1),
+    37: (0, 1),
+    42: (0, 1),
+}
+
+
+def versions_for(flavour: str) -> dict[int, tuple[int, int]]:
+    """The API versions a broker of coordinator ``flavour`` serves: ours, capped at Kafka 2.3's
+    for ``kafka2`` (3.x and 4.x serve every version we do)."""
+    if flavour != "kafka2":
+        return dict(SUPPORTED_VERSIONS)
+    out = {}
+    for key, (lo, hi) in SUPPORTED_VERSIONS.items():
+        theirs = KAFKA_23_VERSIONS.get(key)
+        if theirs is not None and max(lo, theirs[0]) <= min(hi, theirs[1]):
+            out[key] = (max(lo, theirs[0]), min(hi, theirs[1]))
+    return out
+
 
 API_NAMES: Final[dict[int, str]] = {
     key: req.__name__[: -len("Request")] for key, (req, _) in _CLASSES.items()
@@ -151,8 +200,11 @@ def request_class(api_key: int) -> Any:
     return None if pair is None else pair[0]
 
 
-def decode_request(payload: bytes) -> Request:
-    """Decode one request payload (without its length prefix).
+def decode_request(
+    payload: bytes, versions: Mapping[int, tuple[int, int]] = SUPPORTED_VERSIONS
+) -> Request:
+    """Decode one request payload (without its length prefix); ``versions`` are the API
+    versions served (default: every one we support).
 
     Raises :class:`UnsupportedRequestError` for an API or version we do not serve (with the
     correlation id so that ApiVersions can still be answered, as KIP-511 asks) and
@@ -163,8 +215,8 @@ def decode_request(payload: bytes) -> Request:
             f"request of {len(payload)} bytes is shorter than a header", field="header", offset=0
         )
     api_key, api_version, correlation_id = _PREFIX.unpack_from(payload, 0)
-    versions = SUPPORTED_VERSIONS.get(api_key)
-    if versions is None or not versions[0] <= api_version <= versions[1]:
+    served = versions.get(api_key)
+    if served is None or not served[0] <= api_version <= served[1]:
         raise UnsupportedRequestError(
             f"unsupported API {api_key} version {api_version}",
             api_key=api_key,
@@ -251,3 +303,32 @@ def decode_response(api_key: int, api_version: int, payload: bytes) -> Any:
             field="body",
             offset=0,
         ) from exc
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    """Read exactly ``n`` bytes from a blocking socket (``ConnectionError`` at end of stream)."""
+    chunks = bytearray()
+    while len(chunks) < n:
+        chunk = sock.recv(n - len(chunks))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def blocking_request(
+    sock: socket.socket,
+    api: str,
+    version: int,
+    values: Mapping[str, Any],
+    *,
+    correlation_id: int = 1,
+    client_id: str = "aiogroup-test",
+) -> Any:
+    """Send one request on a connected blocking socket and return the decoded response."""
+    api_key = API_KEYS_BY_NAME[api]
+    sock.sendall(
+        encode_request(api_key, version, values, correlation_id=correlation_id, client_id=client_id)
+    )
+    size = frame_size(recv_exactly(sock, 4))
+    return decode_response(api_key, version, recv_exactly(sock, size))
