@@ -16,7 +16,7 @@ from functools import cached_property
 from itertools import compress
 from operator import ne
 
-from aiogroup.assignors._claims import shared_index
+from aiogroup.assignors._claims import ClaimIndex, shared_index
 from aiogroup.protocol.types import Assignment, PartitionsByTopic, Subscription, TopicPartition
 
 __all__ = [
@@ -401,16 +401,16 @@ def unassigned_partitions(
     """Partitions of ``partitions_per_topic`` that no member is assigned.
 
     After KIP-429 2d these are the partitions withheld until their owner revokes them (and any
-    an assignor chose to leave out). Cheap when everything is assigned.
+    an assignor chose to leave out). Per topic, over every member's partitions gathered in C
+    (:class:`~aiogroup.assignors._claims.ClaimIndex`): a million assigned partitions take a
+    few passes, not a loop per partition.
     """
-    taken: dict[str, set[int]] = {}
-    for a in assignments.values():
-        for topic, partitions in a.partitions.items():
-            taken.setdefault(topic, set()).update(partitions)
+    taken = ClaimIndex([a.partitions for a in assignments.values()]).claims
     out: list[TopicPartition] = []
     for topic, n in partitions_per_topic.items():
         missing = set(range(max(n, 0))).difference(taken.get(topic, ()))
-        out.extend(TopicPartition(topic, p) for p in sorted(missing))
+        if missing:
+            out.extend(TopicPartition(topic, p) for p in sorted(missing))
     return frozenset(out)
 
 
@@ -418,16 +418,17 @@ def claimants(
     subscriptions: Mapping[str, Subscription], partitions: Set[TopicPartition]
 ) -> dict[TopicPartition, frozenset[str]]:
     """Who claims each of ``partitions`` in its ``owned_partitions`` (partitions nobody claims
-    are left out)."""
+    are left out). Only the topics of ``partitions`` are read, found in each member's claims
+    in C."""
     if not partitions:
         return {}
     topics = {tp.topic for tp in partitions}
+    wanted = topics.__contains__
     found: dict[TopicPartition, set[str]] = {}
     for member_id, sub in subscriptions.items():
-        for topic, owned in sub.owned_partitions.items():
-            if topic not in topics:
-                continue
-            for p in owned:
+        owned = sub.owned_partitions
+        for topic in compress(owned, map(wanted, owned)):
+            for p in owned[topic]:
                 tp = TopicPartition(topic, p)
                 if tp in partitions:
                     found.setdefault(tp, set()).add(member_id)

@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 
 from aiogroup.membership.deltas import (
     LeaderPlan,
+    claimants,
     leader_plan,
     owners_by_claims,
+    unassigned_partitions,
     validate_cooperative,
     withhold_moving_partitions,
 )
@@ -152,3 +154,36 @@ def test_large_group_passes_owners_through_and_withholds_only_moves() -> None:
     assert got["m01"] is assignments["m01"]  # t4-100 is owned by nobody: handed out at once
     assert all(got[m] is assignments[m] for m in got if m != "m00")
     assert isinstance(plan, LeaderPlan) and plan.ready_to_migrate == {TopicPartition("t4", 100)}
+
+
+def unassigned_reference(
+    assignments: Mapping[str, Assignment], ppt: Mapping[str, int]
+) -> frozenset[TopicPartition]:
+    taken = {(t, p) for a in assignments.values() for t, ps in a.partitions.items() for p in ps}
+    return frozenset(
+        TopicPartition(t, p) for t, n in ppt.items() for p in range(n) if (t, p) not in taken
+    )
+
+
+def claimants_reference(
+    subscriptions: Mapping[str, Subscription], partitions: frozenset[TopicPartition]
+) -> dict[TopicPartition, frozenset[str]]:
+    found: dict[TopicPartition, set[str]] = {}
+    for member_id, sub in subscriptions.items():
+        for t, ps in sub.owned_partitions.items():
+            for p in ps:
+                if TopicPartition(t, p) in partitions:
+                    found.setdefault(TopicPartition(t, p), set()).add(member_id)
+    return {tp: frozenset(ms) for tp, ms in found.items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(rounds(), st.sets(st.tuples(st.sampled_from(TOPICS), st.integers(0, 5))))
+def test_unassigned_and_claimants_per_topic(
+    case: tuple[dict[str, Assignment], dict[str, Subscription], dict[str, int]],
+    wanted: set[tuple[str, int]],
+) -> None:
+    assignments, subscriptions, ppt = case
+    assert unassigned_partitions(assignments, ppt) == unassigned_reference(assignments, ppt)
+    partitions = frozenset(TopicPartition(t, p) for t, p in wanted)
+    assert claimants(subscriptions, partitions) == claimants_reference(subscriptions, partitions)
