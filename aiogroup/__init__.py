@@ -1,6 +1,7 @@
 """aiogroup: an asyncio member of Kafka's classic consumer group protocol (KIP-429 cooperative)."""
 
 from aiogroup.client import GroupMember, RebalanceOutcome
+from aiogroup.consumer import Consumer, ConsumerRecord
 from aiogroup.errors import AiogroupError, CodecError, ConfigurationError, KafkaError
 from aiogroup.protocol.types import Assignment, Subscription, TopicPartition
 
@@ -11,6 +12,8 @@ __all__ = [
     "Assignment",
     "CodecError",
     "ConfigurationError",
+    "Consumer",
+    "ConsumerRecord",
     "GroupMember",
     "KafkaError",
     "RebalanceOutcome",

@@ -192,7 +192,11 @@ class GroupMember:
         self._group_topics: frozenset[str] = frozenset()
         self._reconcile: _Reconcile | None = None
         self._leave_close = False
+        self._leave_lost = False
+        self._leave_reason = ""
         self._leave_phase: Literal["commit", "callbacks", "leave", ""] = ""
+        #: A close waiting for the rebalance to finish (CloseRequested.finish_rebalance_by).
+        self._close_by: float | None = None
         self._leave_commit_token: int | None = None
         self.fatal_error: AiogroupError | None = None
         #: The leader's view of its last assignment round (KIP-429 2a-2c), for logs and tests.
@@ -245,6 +249,8 @@ class GroupMember:
         deadlines: list[float] = []
         if self._retry_at is not None:
             deadlines.append(self._retry_at)
+        if self._close_by is not None:
+            deadlines.append(self._close_by)
         if self._heartbeat_enabled():
             if self._hb_token is None:
                 deadlines.append(self._last_hb_sent + self.config.heartbeat_interval_ms / 1000)
@@ -277,6 +283,10 @@ class GroupMember:
         """Wake the machine at (or after) :meth:`next_deadline`."""
         out: Out = []
         if self._state in (S.CLOSED, S.FATAL, S.LEAVING):
+            return out
+        if self._close_by is not None and now >= self._close_by:
+            log.info("the rebalance did not finish before close's deadline: leaving now")
+            self._start_leave(now, out, close=True)
             return out
         if self._heartbeat_enabled():
             if now >= self._last_hb_ok + self.config.session_timeout_ms / 1000:
@@ -445,6 +455,9 @@ class GroupMember:
             self._callbacks(out, lost=self._owned)
             self._owned = frozenset()
         out.append(act.RaiseToUser(error, fatal=True))
+        if self._close_by is not None:  # a close was waiting for the rebalance: it is over
+            self._close_by = None
+            self._goto(S.CLOSED)
 
     def _coordinator_lost(self, now: float, out: Out) -> None:
         self.coordinator_id = None
@@ -479,6 +492,9 @@ class GroupMember:
         if self._state in (S.PREPARING, S.RECONCILING) and (
             self._callbacks_token is not None or self._prepare_commit_token is not None
         ):
+            return
+        if self._close_by is not None and self._close_ready():
+            self._start_leave(now, out, close=True)
             return
         if not self.has_subscription:
             self._goto(S.UNJOINED)
@@ -526,6 +542,9 @@ class GroupMember:
         self._goto(S.PREPARING)
         if self._callbacks_token is not None or self._prepare_commit_token is not None:
             return  # a step of the preparation is in flight; its completion resumes here
+        if self._close_by is not None and self._close_ready():
+            self._start_leave(now, out, close=True)  # a close waited for this point
+            return
         active = self._joined and self.generation_id >= 0 and bool(self.member_id)
         if (
             self.config.enable_auto_commit
@@ -712,8 +731,22 @@ class GroupMember:
 
     # -- leaving (KIP-70 unsubscribe, close) ----------------------------------------------------
 
-    def _start_leave(self, now: float, out: Out, *, close: bool) -> None:
+    def _close_ready(self) -> bool:
+        """A waiting close may go ahead: the final commit and revocation can happen in a
+        generation the broker accepts, or there is nothing left to commit for."""
+        return (
+            not self._owned
+            or self._reset_pending
+            or (self._joined and self.generation_id >= 0 and self.coordinator_id is not None)
+        )
+
+    def _start_leave(
+        self, now: float, out: Out, *, close: bool, lost: bool = False, reason: str = ""
+    ) -> None:
+        self._close_by = None
         self._leave_close = close
+        self._leave_lost = lost
+        self._leave_reason = reason
         self._find_token = self._join_token = self._sync_token = self._hb_token = None
         self._retry_at = None
         self._callbacks_token = None
@@ -727,6 +760,7 @@ class GroupMember:
             and active
             and self._owned
             and self.coordinator_id is not None
+            and not lost
         ):
             # KIP-70: unsubscribe commits before clearing the assignment (auto-commit only).
             self._leave_phase = "commit"
@@ -739,7 +773,7 @@ class GroupMember:
     def _leave_callbacks(self, now: float, out: Out) -> None:
         self._leave_phase = "callbacks"
         if self._owned:
-            if self._reset_pending or not self._joined:
+            if self._reset_pending or not self._joined or self._leave_lost:
                 self._callbacks(out, lost=self._owned)
             else:
                 self._callbacks(out, revoked=self._owned)
@@ -765,7 +799,8 @@ class GroupMember:
                     member_id=self.member_id,
                     generation_id=self.generation_id,
                     group_instance_id=self.config.group_instance_id,
-                    reason="the consumer is closing" if self._leave_close else "unsubscribed",
+                    reason=self._leave_reason
+                    or ("the consumer is closing" if self._leave_close else "unsubscribed"),
                 )
             )
             return
@@ -774,6 +809,8 @@ class GroupMember:
     def _finish_leave(self, out: Out) -> None:
         self._leave_phase = ""
         self._leave_token = None
+        self._leave_lost = False
+        self._leave_reason = ""
         self.generation_id = NO_GENERATION
         self.leader_id = ""
         self.member_id = ""  # as Java's resetGenerationOnLeaveGroup, static members included
@@ -823,7 +860,7 @@ class GroupMember:
             self._pattern = None
             self._goto(S.UNJOINED)
             return
-        self._start_leave(now, out, close=False)
+        self._start_leave(now, out, close=False, lost=e.lost, reason=e.reason)
 
     def _on_close(self, e: ev.CloseRequested, now: float, out: Out) -> None:
         if self._state is S.CLOSED:
@@ -833,6 +870,24 @@ class GroupMember:
             return
         if self._state is S.LEAVING:
             self._leave_close = True
+            return
+        leave_now = (
+            self._state is S.STABLE
+            and self._joined
+            and self.generation_id >= 0
+            and self.coordinator_id is not None
+        )
+        by = e.finish_rebalance_by
+        if (
+            by is not None
+            and now < by
+            and self._owned
+            and not self._reset_pending
+            and not leave_now
+        ):
+            # Better than Java's onLeavePrepare: finish the rebalance first, so the final
+            # commit lands and the partitions are revoked rather than lost.
+            self._close_by = e.finish_rebalance_by
             return
         self._start_leave(now, out, close=True)
 
