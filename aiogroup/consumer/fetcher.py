@@ -144,7 +144,7 @@ class Fetcher:
             and state.topics
         ):
             self._metadata_task = self._spawn(self._refresh_metadata())
-        lookups = state.take_committed_lookups()
+        lookups = state.take_committed_lookups(now)
         if lookups:
             self._spawn(self._lookup_committed(lookups))
         for node, timestamps in state.take_resets(now).items():

@@ -48,7 +48,7 @@ from aiogroup.consumer.records import (
     PartitionRecords,
     next_fetch_offset,
 )
-from aiogroup.errors import AiogroupError, ConfigurationError, error_for_code
+from aiogroup.errors import AiogroupError, ConfigurationError, LocalProtocolError, error_for_code
 from aiogroup.protocol.types import TopicPartition
 
 __all__ = [
@@ -364,7 +364,7 @@ class ConsumerState:
     def _require(self, tp: TopicPartition) -> PartitionState:
         st = self._partitions.get(tp)
         if st is None or st.stopped:
-            raise ConfigurationError(f"{tp} is not assigned to this consumer")
+            raise LocalProtocolError(f"{tp} is not assigned to this consumer")
         return st
 
     def _restart(self, st: PartitionState) -> None:
@@ -388,13 +388,17 @@ class ConsumerState:
 
     # -- position lookups ---------------------------------------------------------------------
 
-    def take_committed_lookups(self) -> list[TopicPartition]:
+    def take_committed_lookups(self, now: float) -> list[TopicPartition]:
         """Partitions whose committed offset must be fetched now (marked in flight)."""
         out = []
         for st in self._partitions.values():
-            if st.reset == "committed" and not st.lookup_in_flight and not st.stopped:
-                st.lookup_in_flight = True
-                out.append(st.tp)
+            if st.reset != "committed" or st.lookup_in_flight or st.stopped:
+                continue
+            if st.retry_at is not None and now < st.retry_at:
+                continue
+            st.lookup_in_flight = True
+            st.retry_at = None
+            out.append(st.tp)
         return sorted(out)
 
     def on_committed(self, offsets: Mapping[TopicPartition, int | None]) -> None:
