@@ -1,0 +1,138 @@
+"""Helpers for consumer tests on real brokers: topics, producing, reading everything."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from aiogroup.consumer import Consumer, ConsumerRecord
+from aiogroup.protocol.types import TopicPartition
+from aiogroup.testing.fixtures import BrokerHandle
+
+SESSION_MS = 6000
+HEARTBEAT_MS = 500
+#: Generous bound for anything involving a rebalance (Tansu holds each JoinGroup for half a
+#: session; a cooperative join takes two rebalances).
+CONVERGE_S = 60.0
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def make_topic(broker: BrokerHandle, name: str, partitions: int) -> None:
+    """Create ``name`` and wait until every partition has a leader (blocking)."""
+    if broker.embedded is not None:
+        broker.embedded.create_topic(name, partitions)
+    elif broker.apache is not None:
+        broker.apache.create_topic(name, partitions)
+    else:
+        from tests.integration.harness import create_topics
+
+        create_topics(broker.bootstrap, {name: partitions})
+
+
+async def produce(
+    bootstrap: str,
+    topic: str,
+    per_partition: dict[int, int],
+    *,
+    value: Callable[[int, int], bytes] = lambda p, i: b"%d-%d" % (p, i),
+    key: Callable[[int, int], bytes | None] = lambda p, i: b"k%d" % i,
+    headers: Callable[[int, int], list[tuple[str, bytes]]] | None = None,
+    compression_type: str | None = None,
+    **producer_options: Any,
+) -> None:
+    """Send ``per_partition[p]`` records to each partition ``p`` (aiokafka's producer)."""
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        linger_ms=5,
+        compression_type=compression_type,
+        max_batch_size=64 * 1024,
+        **producer_options,
+    )
+    await producer.start()
+    try:
+        futures = []
+        for p, count in per_partition.items():
+            for i in range(count):
+                futures.append(
+                    await producer.send(
+                        topic,
+                        value(p, i),
+                        key=key(p, i),
+                        partition=p,
+                        headers=headers(p, i) if headers else None,
+                    )
+                )
+        await producer.flush()
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def read_until(
+    consumer: Consumer,
+    done: Callable[[list[ConsumerRecord]], bool],
+    timeout: float = CONVERGE_S,
+    *,
+    max_records: int | None = None,
+) -> list[ConsumerRecord]:
+    """getmany until ``done(records so far)``; fails after ``timeout`` (a bound, not a sleep)."""
+    records: list[ConsumerRecord] = []
+
+    async def loop() -> None:
+        while not done(records):
+            batch = await consumer.getmany(timeout_ms=200, max_records=max_records)
+            for rs in batch.values():
+                records.extend(rs)
+
+    await asyncio.wait_for(loop(), timeout)
+    return records
+
+
+async def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll ``condition`` until it is truthy (bounded; a condition poll, not a sleep)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.05)  # polling a condition with a bound
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    """Like :func:`wait_for` for an async condition."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await check():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.05)  # polling a condition with a bound
+
+
+def by_partition(records: Iterable[ConsumerRecord]) -> dict[TopicPartition, list[int]]:
+    out: dict[TopicPartition, list[int]] = {}
+    for r in records:
+        out.setdefault(TopicPartition(r.topic, r.partition), []).append(r.offset)
+    return out
+
+
+def consumer(broker: BrokerHandle, group: str, topics: list[str], **options: Any) -> Consumer:
+    """A Consumer with test timings (short session, fast heartbeats)."""
+    settings: dict[str, Any] = {
+        "session_timeout_ms": SESSION_MS,
+        "heartbeat_interval_ms": HEARTBEAT_MS,
+        "auto_offset_reset": "earliest",
+        "fetch_max_wait_ms": 100,
+        "request_timeout_ms": 10_000,
+    }
+    settings.update(options)
+    return Consumer(broker.bootstrap, group, topics=topics, **settings)
