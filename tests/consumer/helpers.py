@@ -136,3 +136,98 @@ def consumer(broker: BrokerHandle, group: str, topics: list[str], **options: Any
     }
     settings.update(options)
     return Consumer(broker.bootstrap, group, topics=topics, **settings)
+
+
+class Pacer:
+    """Produces keyed records round-robin over partitions at a steady pace until stopped, so
+    records keep arriving while a test rebalances (the pace is load, not synchronisation)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, every_s: float = 0.004):
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.every_s = every_s
+        self.sent: dict[int, int] = {p: 0 for p in range(partitions)}
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    async def __aenter__(self) -> Pacer:
+        from aiokafka import AIOKafkaProducer
+
+        self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=2)
+        await self._producer.start()
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            p = i % self.partitions
+            await self._producer.send(self.topic, b"%d" % self.sent[p], partition=p)
+            self.sent[p] += 1
+            i += 1
+            await asyncio.sleep(self.every_s)  # the production rate
+
+    async def stop(self) -> dict[int, int]:
+        """Stop and flush; returns how many records each partition got."""
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+        await self._producer.flush()
+        return dict(self.sent)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+        await self._producer.stop()
+
+
+class Reader:
+    """Consumes in a background task, stamping every record with the monotonic time it was
+    handed over, and every member state change; the test judges from the stamps."""
+
+    def __init__(self, consumer: Consumer, name: str, max_records: int = 20) -> None:
+        self.consumer = consumer
+        self.name = name
+        self.max_records = max_records
+        self.records: list[tuple[float, TopicPartition, int]] = []
+        self.states: list[tuple[float, Any]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self.error: BaseException | None = None
+
+    def start(self) -> Reader:
+        self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._watch())]
+        return self
+
+    async def _read(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                batch = await self.consumer.getmany(timeout_ms=100, max_records=self.max_records)
+                now = loop.time()
+                for tp, rs in batch.items():
+                    self.records.extend((now, tp, r.offset) for r in rs)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self.error = exc
+            raise
+
+    async def _watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        member = self.consumer.member
+        last = None
+        while True:
+            changed = member.changed()
+            if member.state is not last:
+                last = member.state
+                self.states.append((loop.time(), last))
+            await changed
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def offsets(self) -> set[tuple[TopicPartition, int]]:
+        return {(tp, o) for _, tp, o in self.records}
