@@ -66,9 +66,12 @@ async def test_read_committed_skips_aborted_and_stops_at_the_last_stable_offset(
         await tx.send_and_wait(topic, b"open-0", partition=0)
         await plain.send_and_wait(topic, b"plain-1", partition=0)
 
-        async with consumer(
-            kafka_broker, unique("g"), [topic], isolation_level="read_committed"
-        ) as committed, consumer(kafka_broker, unique("g"), [topic]) as uncommitted:
+        async with (
+            consumer(
+                kafka_broker, unique("g"), [topic], isolation_level="read_committed"
+            ) as committed,
+            consumer(kafka_broker, unique("g"), [topic]) as uncommitted,
+        ):
             seen = await read_until(committed, lambda rs: len(rs) >= 4)
             assert [r.value for r in seen] == [
                 b"committed-0",
