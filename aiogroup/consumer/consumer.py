@@ -100,6 +100,10 @@ class _Hooks:
         consumer._state.stop(partitions)  # KAFKA-14196: nothing more of them, from now
         try:
             if consumer._auto_commit:
+                # Java revokes inside poll(), once the records of the previous poll are
+                # processed; here the application may still be working on its last records
+                # of these partitions: wait until it asks for more (bounded), then commit.
+                await consumer._wait_released(partitions)
                 await consumer._commit_quietly(partitions, "before revoking")
             await self._user("on_partitions_revoked", partitions)
         finally:
@@ -241,6 +245,11 @@ class Consumer:
         self._polling = 0
         self._left_for_poll: str | None = None
         self._poll_changed: asyncio.Future[None] | None = None
+        #: Partitions whose records the last getmany/getone handed out, with the offset of the
+        #: first of them: the application may still be processing them, so auto-commit commits
+        #: that offset, not the position, until the next call (at-least-once, as Java).
+        self._in_hand: dict[TopicPartition, int] = {}
+        self._released: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -273,6 +282,7 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
+        self._release()  # closing: what was handed out is processed
         limit = self._close_timeout if timeout is None else timeout
         for task in list(self._tasks):
             task.cancel()
@@ -345,6 +355,7 @@ class Consumer:
         timeout: float | None,
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         self._ensure_open()
+        self._release()  # asking for more: the records handed out before are processed
         self._raise_errors()
         loop = asyncio.get_running_loop()
         self._polling += 1
@@ -367,6 +378,7 @@ class Consumer:
                 )
                 if records:
                     self._fetcher.wake()
+                    self._in_hand = {tp: rs[0].offset for tp, rs in records.items()}
                     return records
                 self._raise_errors()
                 remaining = None if deadline is None else deadline - loop.time()
@@ -413,6 +425,7 @@ class Consumer:
         self._ensure_open()
         self._raise_errors()
         if offsets is None:
+            self._release()  # committing what was consumed: it is processed
             assignment = self._member.assignment
             to_commit = {tp: o for tp, o in self._state.positions().items() if tp in assignment}
         else:
@@ -460,6 +473,7 @@ class Consumer:
         """Read ``partition`` from ``offset`` on (buffered records are dropped)."""
         self._checked(partition)
         self._state.seek(partition, offset)
+        self._in_hand.pop(partition, None)
         self._fetcher.wake()
 
     async def seek_to_beginning(self, *partitions: TopicPartition) -> bool:
@@ -484,6 +498,7 @@ class Consumer:
             self._checked(tp)
         for tp in targets:
             self._state.request_reset(tp, how)
+            self._in_hand.pop(tp, None)
         self._fetcher.wake()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._request_timeout
@@ -673,15 +688,15 @@ class Consumer:
     # ------------------------------------------------------------------ the offsets source
 
     def offsets_to_commit(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Consumed positions not committed yet (the member's auto-commit asks)."""
-        return self._state.offsets_to_commit(partitions)
+        """Processed positions not committed yet (the member's auto-commit asks)."""
+        return self._state.offsets_to_commit(partitions, in_hand=self._in_hand)
 
     def offsets_committed(self, offsets: Mapping[TopicPartition, int]) -> None:
         self._state.mark_committed(offsets)
 
     async def _commit_quietly(self, partitions: Iterable[TopicPartition], why: str) -> None:
-        """Auto-commit the consumed positions of ``partitions``; failures are logged."""
-        offsets = self._state.offsets_to_commit(partitions)
+        """Auto-commit the processed positions of ``partitions``; failures are logged."""
+        offsets = self._state.offsets_to_commit(partitions, in_hand=self._in_hand)
         if not offsets:
             return
         try:
@@ -692,6 +707,33 @@ class Consumer:
             log.warning("auto-commit %s failed: %s", why, exc)
             return
         self._state.mark_committed(offsets)
+
+    def _release(self) -> None:
+        """The application came back: the records handed out before are processed."""
+        self._in_hand = {}
+        released, self._released = self._released, None
+        if released is not None and not released.done():
+            released.set_result(None)
+
+    async def _wait_released(self, partitions: Iterable[TopicPartition]) -> None:
+        """Wait (at most ``max_poll_interval_ms``) until the application is done with the
+        records of ``partitions`` it was handed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._max_poll_interval
+        wanted = set(partitions)
+        while wanted & self._in_hand.keys() and not self._closed:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                log.warning(
+                    "the application kept records of %s past max_poll_interval_ms; "
+                    "committing before them",
+                    sorted(wanted & self._in_hand.keys()),
+                )
+                return
+            if self._released is None or self._released.done():
+                self._released = loop.create_future()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._released), remaining)
 
     # ------------------------------------------------------------------ background
 

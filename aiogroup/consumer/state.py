@@ -240,19 +240,31 @@ class ConsumerState:
         }
 
     def offsets_to_commit(
-        self, partitions: Iterable[TopicPartition] | None = None
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        in_hand: Mapping[TopicPartition, int] | None = None,
     ) -> dict[TopicPartition, int]:
-        """Valid positions that differ from the last offset known to be committed."""
+        """Positions to commit that differ from the last offset known to be committed.
+
+        ``in_hand``: partitions whose last records the application may still be processing,
+        with the offset of the first of them; that offset is committed instead of the position
+        (at-least-once, as Java commits only what earlier polls returned).
+        """
         states = (
             self._partitions.values()
             if partitions is None
             else [s for tp in partitions if (s := self._partitions.get(tp)) is not None]
         )
-        return {
-            st.tp: st.position
-            for st in states
-            if st.position is not None and st.reset is None and st.position != st.committed
-        }
+        held = in_hand or {}
+        out: dict[TopicPartition, int] = {}
+        for st in states:
+            if st.position is None or st.reset is not None:
+                continue
+            offset = held.get(st.tp, st.position)
+            if offset != st.committed:
+                out[st.tp] = offset
+        return out
 
     def mark_committed(self, offsets: Mapping[TopicPartition, int]) -> None:
         for tp, offset in offsets.items():
