@@ -39,7 +39,8 @@ __all__ = [
     "next_fetch_offset",
 ]
 
-Deserializer = Callable[[bytes | None], Any]
+#: Called with the raw key or value (``None`` for a null one, as aiokafka does).
+Deserializer = Callable[[Any], Any]
 
 _HEADER = struct.Struct(">qi")  # baseOffset / offset, batchLength / message size
 _LAST_DELTA = struct.Struct(">i")
