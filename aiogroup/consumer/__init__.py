@@ -17,6 +17,7 @@ from aiogroup.consumer.errors import (
     RecordDeserializationError,
     RecordError,
     TopicAuthorizationFailedError,
+    UnsupportedCodecError,
 )
 from aiogroup.consumer.records import ConsumerRecord
 
@@ -32,4 +33,5 @@ __all__ = [
     "RecordDeserializationError",
     "RecordError",
     "TopicAuthorizationFailedError",
+    "UnsupportedCodecError",
 ]

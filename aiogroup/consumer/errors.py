@@ -11,6 +11,7 @@
     │   └── CommitFailedError
     │       └── PollIntervalExceededError  the member left: max_poll_interval_ms passed (KIP-62)
     ├── RecordDeserializationError     a key/value deserializer raised (the cause is its exception)
+    ├── UnsupportedCodecError          snappy/lz4/zstd batches without cramjam installed
     └── ConsumerStoppedError           the consumer is closed (or was never started)
 
 Record errors name the partition and the offset where reading stopped; the position stays at
@@ -31,6 +32,7 @@ __all__ = [
     "RecordDeserializationError",
     "RecordError",
     "TopicAuthorizationFailedError",
+    "UnsupportedCodecError",
 ]
 
 
@@ -60,6 +62,11 @@ class RecordDeserializationError(RecordError):
     """The key or value deserializer raised on the record at ``offset`` (its error is the
     ``__cause__``). The position stays at that record: the next call raises again unless you
     ``seek`` past it."""
+
+
+class UnsupportedCodecError(RecordError):
+    """A batch compressed with a codec this installation cannot decompress (snappy, lz4 and
+    zstd need ``cramjam``: ``pip install 'aiogroup[compression]'``)."""
 
 
 class OffsetOutOfRangeError(RecordError, KafkaError):

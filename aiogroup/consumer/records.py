@@ -27,9 +27,14 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from aiokafka import codec as _codec
 from aiokafka.record.memory_records import MemoryRecords
 
-from aiogroup.consumer.errors import CorruptRecordError, RecordDeserializationError
+from aiogroup.consumer.errors import (
+    CorruptRecordError,
+    RecordDeserializationError,
+    UnsupportedCodecError,
+)
 from aiogroup.protocol.types import TopicPartition
 
 __all__ = [
@@ -50,6 +55,14 @@ _MAGIC_AT = 16
 _ABORT = 0
 
 _new = tuple.__new__
+
+#: Codecs by attribute value (the low three bits), and whether this installation has them.
+_CODECS = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+_MISSING_CODECS = {
+    code: name
+    for code, name in _CODECS.items()
+    if not getattr(_codec, f"has_{name}", lambda: False)()
+}
 
 
 class ConsumerRecord(NamedTuple):
@@ -230,6 +243,16 @@ class PartitionRecords:
             if control:
                 self.position = next_offset
                 continue
+            if _MISSING_CODECS:
+                missing = _MISSING_CODECS.get(int(getattr(batch, "compression_type", 0)))
+                if missing is not None:
+                    self.exhausted = True
+                    raise UnsupportedCodecError(
+                        f"a {missing} record batch needs cramjam "
+                        f"(pip install 'aiogroup[compression]')",
+                        partition=self.tp,
+                        offset=self.position,
+                    )
             try:
                 records = list(batch)
             except Exception as exc:

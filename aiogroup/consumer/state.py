@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from aiogroup.consumer.errors import (
-    CorruptRecordError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
+    RecordDeserializationError,
     RecordError,
     TopicAuthorizationFailedError,
 )
@@ -751,9 +751,9 @@ class ConsumerState:
         try:
             self._drain(st, out, remaining, key_deserializer, value_deserializer)
         except RecordError as exc:
-            if isinstance(exc, CorruptRecordError):
-                # Records past a corrupt batch cannot be returned without skipping it:
-                # refetch from the position after the retry backoff.
+            if not isinstance(exc, RecordDeserializationError):
+                # Records past a batch that cannot be read (corrupt, unsupported codec) cannot
+                # be returned without skipping it: refetch from the position after the backoff.
                 self._drop(st)
                 st.version += 1
                 st.retry_at = now + self.config.retry_backoff_ms / 1000

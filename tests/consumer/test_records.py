@@ -14,6 +14,7 @@ from aiogroup.consumer.errors import (
     CorruptRecordError,
     RecordDeserializationError,
     RecordError,
+    UnsupportedCodecError,
 )
 from aiogroup.consumer.records import ConsumerRecord, PartitionRecords, next_fetch_offset
 from aiogroup.protocol.types import TopicPartition
@@ -59,6 +60,20 @@ def test_every_compression_codec(codec: int) -> None:
     records = read_all(PartitionRecords(TP, data, 0))
     assert [r.value for r in records] == [*values, b"tail"]
     assert [r.offset for r in records] == list(range(201))
+
+
+def test_a_codec_this_installation_lacks_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import aiogroup.consumer.records as records_module
+
+    monkeypatch.setattr(records_module, "_MISSING_CODECS", {SNAPPY: "snappy"})
+    data = batch([b"a"], 0) + batch([b"b"], 1, compression=SNAPPY)
+    pr = PartitionRecords(TP, data, 0)
+    out: list[ConsumerRecord] = []
+    with pytest.raises(UnsupportedCodecError, match="cramjam") as info:
+        pr.drain(out, 10)
+    assert [r.value for r in out] == [b"a"] and info.value.offset == 1 and pr.position == 1
 
 
 def test_records_before_the_fetch_offset_are_skipped() -> None:
