@@ -53,6 +53,8 @@ log = logging.getLogger("aiogroup.consumer")
 
 Partitions = frozenset[TopicPartition]
 _UNLIMITED = 2**31 - 1
+#: Records handed out between two yields to the event loop when records are buffered.
+_YIELD_EVERY = 256
 
 
 class OffsetAndTimestamp(tuple[int, int]):
@@ -250,6 +252,7 @@ class Consumer:
         #: that offset, not the position, until the next call (at-least-once, as Java).
         self._in_hand: dict[TopicPartition, int] = {}
         self._released: asyncio.Future[None] | None = None
+        self._unyielded = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -379,6 +382,13 @@ class Consumer:
                 if records:
                     self._fetcher.wake()
                     self._in_hand = {tp: rs[0].offset for tp, rs in records.items()}
+                    self._unyielded += sum(map(len, records.values()))
+                    if self._unyielded >= _YIELD_EVERY:
+                        # Records were buffered, so nothing above awaited: let the fetcher,
+                        # the heartbeats and the sockets run (asyncio is cooperative), or a
+                        # busy application starves its own prefetching.
+                        self._unyielded = 0
+                        await asyncio.sleep(0)
                     return records
                 self._raise_errors()
                 remaining = None if deadline is None else deadline - loop.time()

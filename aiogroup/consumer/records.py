@@ -24,7 +24,8 @@ batches v0-v2, gzip/snappy/lz4/zstd, CRC-32C); this module adds what a consumer 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, islice
 from typing import Any, NamedTuple
 
 from aiokafka import codec as _codec
@@ -123,8 +124,8 @@ class PartitionRecords:
         "_aborted_producers",
         "_batches",
         "_check_crcs",
-        "_index",
-        "_pending",
+        "_held",
+        "_iter",
         "_pending_end",
         "_read_any",
         "_read_committed",
@@ -151,8 +152,10 @@ class PartitionRecords:
         self.position = fetch_offset
         self.exhausted = False
         self._batches: Any = MemoryRecords(data)
-        self._pending: list[Any] = []
-        self._index = 0
+        # The batch being read: its record iterator (records are decoded one at a time, so
+        # none outlives its conversion) and a record taken from it but not returned yet.
+        self._iter: Iterator[Any] | None = None
+        self._held: Any = None
         self._pending_end = fetch_offset
         self._read_any = False
         self._check_crcs = check_crcs
@@ -175,30 +178,26 @@ class PartitionRecords:
         """
         limit = len(out) + max_records
         while len(out) < limit:
-            if self._index >= len(self._pending):
-                if self._pending:
-                    self._pending = []
-                    if self._pending_end > self.position:
-                        self.position = self._pending_end
+            if self._iter is None:
                 if not self._next_batch():
                     return
                 continue
             if key_deserializer is None and value_deserializer is None:
-                self._convert(out, limit - len(out))
+                ended = self._convert(out, limit - len(out))
             else:
-                self._convert_deserialized(
+                ended = self._convert_deserialized(
                     out, limit - len(out), key_deserializer, value_deserializer
                 )
-        if self._index >= len(self._pending) and self._pending:
-            # The batch is done: step over what compaction removed from its end.
-            self._pending = []
-            if self._pending_end > self.position:
-                self.position = self._pending_end
+            if ended:
+                # The batch is done: step over what compaction removed from its end.
+                self._iter = None
+                if self._pending_end > self.position:
+                    self.position = self._pending_end
 
     @property
     def has_pending(self) -> bool:
-        """Records decoded but not yet returned (the rest of a batch)."""
-        return self._index < len(self._pending)
+        """A batch is being read (records of it may remain)."""
+        return self._iter is not None
 
     # -- batches --------------------------------------------------------------------------
 
@@ -253,21 +252,28 @@ class PartitionRecords:
                         partition=self.tp,
                         offset=self.position,
                     )
+            held = None
             try:
-                records = list(batch)
+                # iter() sets the batch up (decompression) and returns the batch itself, which
+                # refuses a second iter(): wrap its __next__ in a C-level iterator that islice
+                # may call iter() on.
+                iterator: Iterator[Any] = iter(iter(batch).__next__, None)
+                if batch.base_offset < self.position:
+                    # A compressed batch comes whole even when the fetch starts inside it.
+                    for record in iterator:
+                        if record.offset >= self.position:
+                            held = record
+                            break
+                else:
+                    held = next(iterator, None)
             except Exception as exc:
                 raise self._corrupt(f"undecodable records: {exc!r}", self.position) from exc
-            index = 0
-            position = self.position
-            while index < len(records) and records[index].offset < position:
-                index += 1
-            self._pending = records
-            self._index = index
             self._pending_end = next_offset
-            if index >= len(records):
-                self._pending = []
+            if held is None:
                 self.position = next_offset
                 continue
+            self._iter = iterator
+            self._held = held
             return True
 
     def _skip_aborted(self, batch: Any, control: bool) -> bool:
@@ -298,53 +304,20 @@ class PartitionRecords:
 
     # -- records --------------------------------------------------------------------------
 
-    def _convert(self, out: list[ConsumerRecord], count: int) -> None:
-        pending = self._pending
-        start = self._index
-        stop = min(len(pending), start + count)
+    def _convert(self, out: list[ConsumerRecord], count: int) -> bool:
+        """Append up to ``count`` records of the current batch; True if it ended."""
+        iterator = self._iter
+        assert iterator is not None
         topic, partition = self.tp
         append = out.append
         cls = ConsumerRecord
-        for r in pending[start:stop]:
-            k = r.key
-            v = r.value
-            append(
-                _new(
-                    cls,
-                    (
-                        topic,
-                        partition,
-                        r.offset,
-                        r.timestamp,
-                        r.timestamp_type,
-                        k,
-                        v,
-                        None,
-                        -1 if k is None else len(k),
-                        -1 if v is None else len(v),
-                        tuple(r.headers),
-                    ),
-                )
-            )
-        self._index = stop
-        self.position = pending[stop - 1].offset + 1
-
-    def _convert_deserialized(
-        self,
-        out: list[ConsumerRecord],
-        count: int,
-        key_deserializer: Deserializer | None,
-        value_deserializer: Deserializer | None,
-    ) -> None:
-        pending = self._pending
-        index = self._index
-        stop = min(len(pending), index + count)
-        topic, partition = self.tp
-        append = out.append
-        cls = ConsumerRecord
+        first = len(out)
+        held, self._held = self._held, None
+        records: Iterable[Any] = (
+            islice(iterator, count) if held is None else chain((held,), islice(iterator, count - 1))
+        )
         try:
-            while index < stop:
-                r = pending[index]
+            for r in records:
                 k = r.key
                 v = r.value
                 append(
@@ -356,8 +329,8 @@ class PartitionRecords:
                             r.offset,
                             r.timestamp,
                             r.timestamp_type,
-                            k if key_deserializer is None else key_deserializer(k),
-                            v if value_deserializer is None else value_deserializer(v),
+                            k,
+                            v,
                             None,
                             -1 if k is None else len(k),
                             -1 if v is None else len(v),
@@ -365,13 +338,68 @@ class PartitionRecords:
                         ),
                     )
                 )
-                index += 1
-        except Exception as exc:
-            self._index = index
-            offset = pending[index].offset
-            self.position = offset
-            raise RecordDeserializationError(
-                f"deserializer raised {exc!r}", partition=self.tp, offset=offset
-            ) from exc
-        self._index = stop
-        self.position = pending[stop - 1].offset + 1
+        except Exception as exc:  # the reader refused a record inside the batch
+            if len(out) > first:
+                self.position = out[-1].offset + 1
+            raise self._corrupt(f"undecodable records: {exc!r}", self.position) from exc
+        got = len(out) - first
+        if got:
+            self.position = out[-1].offset + 1
+        return got < count
+
+    def _convert_deserialized(
+        self,
+        out: list[ConsumerRecord],
+        count: int,
+        key_deserializer: Deserializer | None,
+        value_deserializer: Deserializer | None,
+    ) -> bool:
+        iterator = self._iter
+        assert iterator is not None
+        topic, partition = self.tp
+        append = out.append
+        cls = ConsumerRecord
+        got = 0
+        while got < count:
+            r = self._held
+            if r is not None:
+                self._held = None
+            else:
+                try:
+                    r = next(iterator, None)
+                except Exception as exc:
+                    raise self._corrupt(f"undecodable records: {exc!r}", self.position) from exc
+                if r is None:
+                    return True
+            k = r.key
+            v = r.value
+            try:
+                key = k if key_deserializer is None else key_deserializer(k)
+                value = v if value_deserializer is None else value_deserializer(v)
+            except Exception as exc:
+                self._held = r  # not advanced past it: the next drain raises again
+                self.position = r.offset
+                raise RecordDeserializationError(
+                    f"deserializer raised {exc!r}", partition=self.tp, offset=r.offset
+                ) from exc
+            append(
+                _new(
+                    cls,
+                    (
+                        topic,
+                        partition,
+                        r.offset,
+                        r.timestamp,
+                        r.timestamp_type,
+                        key,
+                        value,
+                        None,
+                        -1 if k is None else len(k),
+                        -1 if v is None else len(v),
+                        tuple(r.headers),
+                    ),
+                )
+            )
+            self.position = r.offset + 1
+            got += 1
+        return False

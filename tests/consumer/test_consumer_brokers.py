@@ -288,3 +288,39 @@ async def test_iteration_and_getone(kafka_broker: BrokerHandle) -> None:  # noqa
         assert await c.position(TP(topic, 0)) == 5
     with pytest.raises(ConsumerStoppedError):
         await c.getmany()
+
+
+async def test_subscribe_pattern_and_unsubscribe(kafka_broker: BrokerHandle) -> None:  # noqa: F811
+    prefix = unique("p")
+    first, second = f"{prefix}-a", f"{prefix}-b"
+    make_topic(kafka_broker, first, 1)
+    make_topic(kafka_broker, second, 1)
+    await produce(kafka_broker.bootstrap, first, {0: 3})
+    await produce(kafka_broker.bootstrap, second, {0: 2})
+    revoked: list[frozenset[TopicPartition]] = []
+
+    class Listener:
+        def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+            pass
+
+        def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+            revoked.append(partitions)
+
+    group = unique("g")
+    async with consumer(kafka_broker, group, [first], listener=Listener()) as c:
+        assert [r.value for r in await read_until(c, lambda rs: len(rs) >= 3)] == [
+            b"0-0",
+            b"0-1",
+            b"0-2",
+        ]
+        c.subscribe(pattern=f"{prefix}-.*")  # KIP-70: both topics from the next rebalance
+        records = await read_until(c, lambda rs: len(rs) >= 2)
+        assert {(r.topic, r.offset) for r in records} == {(second, 0), (second, 1)}
+        assert c.assignment() == {TP(first, 0), TP(second, 0)}
+        c.subscribe([second])  # first is revoked, its position committed first
+        await wait_for(lambda: c.assignment() == {TP(second, 0)}, CONVERGE_S, "the revocation")
+        assert revoked and TP(first, 0) in revoked[-1]
+        assert await c.committed(TP(first, 0)) == 3
+        c.unsubscribe()
+        await wait_for(lambda: c.assignment() == set(), CONVERGE_S, "the unsubscribe")
+        assert await c.getmany(timeout_ms=100) == {}
