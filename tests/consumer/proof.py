@@ -6,57 +6,30 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.integration.harness import Peer
 
 PROC = Path(__file__).with_name("consumer_proc.py")
 
 Event = dict[str, Any]
 
 
-@dataclass
-class Member:
-    """One consumer process and its log."""
-
-    kind: str
-    name: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def terminate(self, timeout: float = 60.0) -> None:
-        """SIGTERM: a clean close (commit, revoke, leave)."""
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGCONT)
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
+class Member(Peer):
+    """One consumer process and its log (SIGTERM closes it cleanly; SIGKILL, SIGSTOP)."""
 
     def kill(self) -> None:
         """SIGKILL; the log gets a synthetic ``closed`` (it can no longer write one)."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        running = self.process.poll() is None
+        super().kill()
+        if running:
             with open(self.log, "a", encoding="utf-8") as f:
-                f.write(
-                    json.dumps(
-                        {"t": time.time(), "who": self.name, "event": "closed", "killed": True}
-                    )
-                    + "\n"
-                )
-
-    def pause(self) -> None:
-        os.kill(self.process.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        os.kill(self.process.pid, signal.SIGCONT)
+                f.write(json.dumps({"t": time.time(), "who": self.name, "event": "closed"}) + "\n")
 
 
 def start(
