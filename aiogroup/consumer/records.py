@@ -66,6 +66,10 @@ _MISSING_CODECS = {
 }
 
 
+def _is_v2(batch: Any) -> bool:
+    return type(batch).__name__ == "DefaultRecordBatch"
+
+
 class ConsumerRecord(NamedTuple):
     """One record, with aiokafka's field names (``checksum`` is always None for v2 batches)."""
 
@@ -129,6 +133,7 @@ class PartitionRecords:
         "_pending_end",
         "_read_any",
         "_read_committed",
+        "_ts_type",
         "exhausted",
         "fetch_offset",
         "position",
@@ -156,6 +161,7 @@ class PartitionRecords:
         # none outlives its conversion) and a record taken from it but not returned yet.
         self._iter: Iterator[Any] | None = None
         self._held: Any = None
+        self._ts_type = 0
         self._pending_end = fetch_offset
         self._read_any = False
         self._check_crcs = check_crcs
@@ -182,7 +188,7 @@ class PartitionRecords:
                 if not self._next_batch():
                     return
                 continue
-            if key_deserializer is None and value_deserializer is None:
+            if key_deserializer is None and value_deserializer is None and self._ts_type >= 0:
                 ended = self._convert(out, limit - len(out))
             else:
                 ended = self._convert_deserialized(
@@ -258,7 +264,8 @@ class PartitionRecords:
                 # refuses a second iter(): wrap its __next__ in a C-level iterator that islice
                 # may call iter() on.
                 iterator: Iterator[Any] = iter(iter(batch).__next__, None)
-                if batch.base_offset < self.position:
+                v2 = _is_v2(batch)
+                if not v2 or batch.base_offset < self.position:
                     # A compressed batch comes whole even when the fetch starts inside it.
                     for record in iterator:
                         if record.offset >= self.position:
@@ -274,6 +281,8 @@ class PartitionRecords:
                 continue
             self._iter = iterator
             self._held = held
+            # v2 batches carry the timestamp type once for all their records.
+            self._ts_type = int(batch.timestamp_type) if v2 else -1
             return True
 
     def _skip_aborted(self, batch: Any, control: bool) -> bool:
@@ -316,10 +325,12 @@ class PartitionRecords:
         records: Iterable[Any] = (
             islice(iterator, count) if held is None else chain((held,), islice(iterator, count - 1))
         )
+        ts_type = self._ts_type
         try:
             for r in records:
                 k = r.key
                 v = r.value
+                h = r.headers
                 append(
                     _new(
                         cls,
@@ -328,13 +339,13 @@ class PartitionRecords:
                             partition,
                             r.offset,
                             r.timestamp,
-                            r.timestamp_type,
+                            ts_type,
                             k,
                             v,
                             None,
                             -1 if k is None else len(k),
                             -1 if v is None else len(v),
-                            tuple(r.headers),
+                            tuple(h) if h else (),
                         ),
                     )
                 )
@@ -390,7 +401,7 @@ class PartitionRecords:
                         partition,
                         r.offset,
                         r.timestamp,
-                        r.timestamp_type,
+                        r.timestamp_type if self._ts_type < 0 else self._ts_type,
                         key,
                         value,
                         None,

@@ -76,6 +76,29 @@ def test_a_codec_this_installation_lacks_is_a_clear_error(
     assert [r.value for r in out] == [b"a"] and info.value.offset == 1 and pr.position == 1
 
 
+def test_legacy_message_sets_v0_and_v1() -> None:
+    from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    data = b""
+    for magic in (0, 1):
+        builder = LegacyRecordBatchBuilder(magic, 0, 1 << 20)
+        for i in range(3):
+            offset = magic * 3 + i
+            builder.append(offset, timestamp=1000 + i, key=None, value=b"m%d-%d" % (magic, i))
+        data += bytes(builder.build())
+    assert next_fetch_offset(data) == 6
+    pr = PartitionRecords(TP, data, 1)
+    records = read_all(pr)
+    assert [(r.offset, r.value) for r in records] == [
+        (1, b"m0-1"),
+        (2, b"m0-2"),
+        (3, b"m1-0"),
+        (4, b"m1-1"),
+        (5, b"m1-2"),
+    ]
+    assert records[-1].timestamp == 1002 and pr.position == 6
+
+
 def test_records_before_the_fetch_offset_are_skipped() -> None:
     # A compressed batch is returned whole even when the fetch starts inside it.
     data = batch([b"a", b"b", b"c", b"d"], 100, compression=GZIP)
