@@ -324,3 +324,33 @@ async def test_subscribe_pattern_and_unsubscribe(kafka_broker: BrokerHandle) -> 
         c.unsubscribe()
         await wait_for(lambda: c.assignment() == set(), CONVERGE_S, "the unsubscribe")
         assert await c.getmany(timeout_ms=100) == {}
+
+
+async def test_incremental_fetch_sessions_where_the_broker_has_them(
+    kafka_broker: BrokerHandle,  # noqa: F811
+) -> None:
+    """KIP-227: after a full fetch, requests to a broker that opened a session name only what
+    changed; a broker that opens none (the embedded one) gets full requests throughout."""
+    topic = unique("t")
+    make_topic(kafka_broker, topic, 4)
+    requests: list[tuple[bool, int, int]] = []
+    async with consumer(kafka_broker, unique("g"), [topic]) as c:
+        plane: Any = c._fetcher._plane
+        original = plane.fetch
+
+        async def recorded(plan: Any) -> Any:
+            response = await original(plan)
+            requests.append((plan.session.full, len(plan.session.to_send), response.session_id))
+            return response
+
+        plane.fetch = recorded
+        for i in range(5):  # a few rounds with data on one partition at a time
+            await produce(kafka_broker.bootstrap, topic, {i % 4: 20})
+            await read_until(c, lambda rs: len(rs) >= 20)
+    sessions = {sid for _, _, sid in requests}
+    incremental = [n for full, n, _ in requests if not full]
+    if kafka_broker.kind == "kafka23":
+        assert sessions - {0}, "Kafka 2.3 opened no fetch session"
+        assert incremental and min(incremental) < 4  # unchanged partitions were not re-sent
+    elif sessions == {0}:
+        assert not incremental  # no session: every request is full
