@@ -101,6 +101,9 @@ class MemberConfig:
     rebalance_timeout_ms: int = 300_000
     heartbeat_interval_ms: int = 3_000
     retry_backoff_ms: int = 100
+    #: Cap of the exponential backoff between metadata refreshes while a subscribed topic is
+    #: missing (KIP-580's ``retry.backoff.max.ms``, 1 s in Java).
+    retry_backoff_max_ms: int = 1_000
     enable_auto_commit: bool = True
     rack_id: str | None = None
     protocol_type: str = "consumer"
@@ -115,6 +118,8 @@ class MemberConfig:
             raise ConfigurationError("heartbeat_interval_ms must be lower than session_timeout_ms")
         if self.rebalance_timeout_ms <= 0 or self.retry_backoff_ms < 0:
             raise ConfigurationError("rebalance_timeout_ms must be > 0, retry_backoff_ms >= 0")
+        if self.retry_backoff_max_ms <= 0:
+            raise ConfigurationError("retry_backoff_max_ms must be > 0")
         if not 0 <= self.subscription_version <= 3:
             raise ConfigurationError("subscription_version must be 0..3")
         if self.group_instance_id == "":
@@ -163,6 +168,11 @@ class GroupMember:
         self._pattern: re.Pattern[str] | None = None
         self._pattern_metadata_pending = False
         self._metadata: dict[str, int] | None = None
+        #: Topics we asked metadata for and the last answer lacked: refreshed with backoff.
+        self.missing_topics: frozenset[str] = frozenset()
+        self._missing_warned: frozenset[str] = frozenset()
+        self._metadata_refresh_at: float | None = None
+        self._metadata_backoff = 0.0
         self._owned: frozenset[TopicPartition] = frozenset()
         self._pending_revocation: frozenset[TopicPartition] = frozenset()
         self._pending_lost: frozenset[TopicPartition] = frozenset()
@@ -251,6 +261,8 @@ class GroupMember:
             deadlines.append(self._retry_at)
         if self._close_by is not None:
             deadlines.append(self._close_by)
+        if self._metadata_refresh_at is not None:
+            deadlines.append(self._metadata_refresh_at)
         if self._heartbeat_enabled():
             if self._hb_token is None:
                 deadlines.append(self._last_hb_sent + self.config.heartbeat_interval_ms / 1000)
@@ -288,6 +300,9 @@ class GroupMember:
             log.info("the rebalance did not finish before close's deadline: leaving now")
             self._start_leave(now, out, close=True)
             return out
+        if self._metadata_refresh_at is not None and now >= self._metadata_refresh_at:
+            self._metadata_refresh_at = None
+            self._request_metadata(out)
         if self._heartbeat_enabled():
             if now >= self._last_hb_ok + self.config.session_timeout_ms / 1000:
                 # Java marks the coordinator unknown when the session expires without a
@@ -369,6 +384,40 @@ class GroupMember:
 
     def _request_metadata(self, out: Out) -> None:
         out.append(act.RequestMetadata(self._metadata_topics(), self._pattern))
+
+    def _track_missing_topics(self, now: float) -> None:
+        """Topics we asked metadata for that do not exist: refresh with backoff until they do.
+
+        A subscribed topic created later must be assigned within seconds, not after the next
+        periodic refresh (``metadata_max_age_ms``, 5 minutes): Java's metadata answers a topic
+        it does not know with a retriable error and asks again after ``retry.backoff.ms``,
+        backing off exponentially to ``retry.backoff.max.ms`` (KIP-580). The leader asks for
+        every member's topics, so it notices too and rejoins when the topic appears (1b). Each
+        missing subscribed topic is warned about once, until it appears.
+        """
+        asked = self._metadata_topics()
+        known = self._metadata or {}
+        missing = frozenset() if asked is None else frozenset(t for t in asked if t not in known)
+        self.missing_topics = missing
+        subscribed = missing & (self._topics or frozenset())
+        for topic in sorted(subscribed - self._missing_warned):
+            log.warning(
+                "group %s: subscribed topic %r does not exist (or is not visible to this "
+                "client); none of its partitions can be assigned. Checking again until it "
+                "appears.",
+                self.config.group_id,
+                topic,
+            )
+        self._missing_warned = subscribed
+        if not missing:
+            self._metadata_refresh_at = None
+            self._metadata_backoff = 0.0
+            return
+        cap = max(self.config.retry_backoff_ms, self.config.retry_backoff_max_ms) / 1000
+        first = self.config.retry_backoff_ms / 1000 or cap
+        delay = min(self._metadata_backoff or first, cap)
+        self._metadata_refresh_at = now + delay
+        self._metadata_backoff = min(delay * 2, cap)
 
     def _commit_action(
         self, offsets: Mapping[TopicPartition, int] | None, purpose: _CommitPurpose
@@ -747,6 +796,7 @@ class GroupMember:
         self._leave_close = close
         self._leave_lost = lost
         self._leave_reason = reason
+        self._metadata_refresh_at = None
         self._find_token = self._join_token = self._sync_token = self._hb_token = None
         self._retry_at = None
         self._callbacks_token = None
@@ -836,6 +886,8 @@ class GroupMember:
         if (e.topics is None) == (e.pattern is None):
             raise LocalProtocolError("SubscriptionChanged needs exactly one of topics or pattern")
         if e.topics is not None:
+            if isinstance(e.topics, str | bytes):  # would read as its letters
+                raise LocalProtocolError(f"topics must be a set of names, not {e.topics!r}")
             if any(not isinstance(t, str) or not t for t in e.topics):
                 raise LocalProtocolError("topic names must be non-empty strings")
             self._topics = frozenset(e.topics)
@@ -899,6 +951,7 @@ class GroupMember:
         self._pattern_metadata_pending = False
         if self._state in (S.CLOSED, S.FATAL, S.LEAVING):
             return
+        self._track_missing_topics(now)
         if self._state is S.AWAITING_METADATA:
             self._leader_assign(now, out)
             return
