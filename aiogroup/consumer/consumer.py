@@ -364,6 +364,13 @@ class Consumer:
         self._polling += 1
         self._last_poll = loop.time()
         try:
+            if self._unyielded >= _YIELD_EVERY:
+                # The last calls found records buffered, so nothing in them awaited: let the
+                # fetcher, the heartbeats and the sockets run (asyncio is cooperative), or a
+                # busy application starves its own prefetching. Before reading, so a
+                # cancellation here loses nothing.
+                self._unyielded = 0
+                await asyncio.sleep(0)
             if self._left_for_poll is not None:
                 await self._rejoin()
             wanted = frozenset(partitions) if partitions else None
@@ -380,15 +387,13 @@ class Consumer:
                     value_deserializer=self._value_deserializer,
                 )
                 if records:
-                    self._fetcher.wake()
+                    # Nothing awaits between here and the caller: a cancellation cannot lose
+                    # records whose positions have moved.
+                    if state.freed:  # room in the buffer: the fetcher may fetch again
+                        state.freed = False
+                        self._fetcher.wake()
                     self._in_hand = {tp: rs[0].offset for tp, rs in records.items()}
                     self._unyielded += sum(map(len, records.values()))
-                    if self._unyielded >= _YIELD_EVERY:
-                        # Records were buffered, so nothing above awaited: let the fetcher,
-                        # the heartbeats and the sockets run (asyncio is cooperative), or a
-                        # busy application starves its own prefetching.
-                        self._unyielded = 0
-                        await asyncio.sleep(0)
                     return records
                 self._raise_errors()
                 remaining = None if deadline is None else deadline - loop.time()

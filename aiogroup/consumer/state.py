@@ -217,6 +217,9 @@ class ConsumerState:
         self.buffered_bytes = 0
         #: Leaders are unknown for some partition (or a broker said they moved).
         self.metadata_needed = False
+        #: A buffered response was read to its end since the driver last looked: something
+        #: may be fetchable again (the driver clears it).
+        self.freed = False
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -783,6 +786,7 @@ class ConsumerState:
                 buffer.popleft()
                 st.buffered -= records.size
                 self.buffered_bytes -= records.size
+                self.freed = True
                 if not buffer:
                     st.blocked = False
                     if st.fetch_offset is not None and st.fetch_offset < st.position:

@@ -231,3 +231,21 @@ class Reader:
 
     def offsets(self) -> set[tuple[TopicPartition, int]]:
         return {(tp, o) for _, tp, o in self.records}
+
+
+async def poll_until(
+    consumer: Consumer, condition: Callable[[], Any], timeout: float, what: str
+) -> list[ConsumerRecord]:
+    """Keep a slow application asking for records (as a Java application keeps polling: a
+    revocation waits for it) until ``condition()`` holds; returns what was read (bounded)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    records: list[ConsumerRecord] = []
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        batch = await consumer.getmany(timeout_ms=50, max_records=1)
+        for rs in batch.values():
+            records.extend(rs)
+        await asyncio.sleep(0.02)  # the application's work on that record (a slow reader)
+    return records

@@ -22,6 +22,7 @@ from .helpers import (
     Reader,
     consumer,
     make_topic,
+    poll_until,
     produce,
     read_until,
     unique,
@@ -145,7 +146,7 @@ async def test_close_mid_rebalance_commits_what_was_read(
     """
     topic, group = unique("t"), unique("g")
     make_topic(kafka_broker, topic, 6)
-    await produce(kafka_broker.bootstrap, topic, {p: 400 for p in range(6)})
+    await produce(kafka_broker.bootstrap, topic, {p: 1000 for p in range(6)})
     revoked: list[frozenset[TopicPartition]] = []
     lost: list[frozenset[TopicPartition]] = []
 
@@ -179,7 +180,8 @@ async def test_close_mid_rebalance_commits_what_was_read(
             checks = [e for e in read_events(holder.log) if e["event"] == "owner_check"]
             return bool(checks) and len(checks[-1]["partitions"]) == 3
 
-        await wait_for(
+        await poll_until(  # the application keeps asking: the hand-over waits for it
+            a,
             lambda: (
                 len(a.assignment()) == 3
                 and a.member.state is MemberState.STABLE
@@ -191,7 +193,8 @@ async def test_close_mid_rebalance_commits_what_was_read(
         await read_until(a, lambda rs: len(rs) >= 30, max_records=10)
         holder.pause()  # SIGSTOP: it cannot rejoin, so the next rebalance stays open
         async with b:
-            await wait_for(
+            await poll_until(
+                a,
                 lambda: a.member.state in (MemberState.JOINING, MemberState.AWAITING_SYNC),
                 CONVERGE_S,
                 "a to rejoin",
