@@ -69,6 +69,8 @@ EARLIEST = -2
 LATEST = -1
 
 ResetPolicy = Literal["earliest", "latest", "none"]
+#: Reads of fewer records than this stay on the partition being read.
+_STICKY_BELOW = 64
 _Reset = Literal["committed", "earliest", "latest", "none"] | int
 
 # Partition errors that mean "ask the metadata who leads this partition now".
@@ -699,9 +701,11 @@ class ConsumerState:
         result: dict[TopicPartition, list[ConsumerRecord]] = {}
         remaining = max_records
         failed: tuple[PartitionState, AiogroupError] | None = None
-        # Java's "next in line fetch": keep reading the partition the last call was reading
-        # while its response lasts, then move on in turn.
-        current = self._current
+        # Small reads (getone) keep reading the partition the last call was reading while its
+        # response lasts (Java's "next in line fetch"): no walk over every partition per
+        # record. Larger ones start at the next partition in turn, so partitions drain evenly
+        # and come due for fetching together, which fills each Fetch with many of them.
+        current = self._current if max_records < _STICKY_BELOW else None
         if current is not None and self._eligible(current, allowed, partitions):
             remaining, failed = self._take(
                 current, result, remaining, now, key_deserializer, value_deserializer
