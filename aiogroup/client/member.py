@@ -52,7 +52,6 @@ from aiogroup.errors import (
     KafkaError,
     LocalProtocolError,
     NotSubscribedError,
-    RebalanceInProgressError,
     RetriableError,
     error_for_code,
 )
@@ -260,7 +259,6 @@ class GroupMember:
         self._fatal: AiogroupError | None = None
         self._closed = False
         self._started = False
-        self._last_contact = 0.0
         self._last_metadata: act.RequestMetadata | None = None
         self._metadata_task: asyncio.Task[None] | None = None
         self._revoked_acc: set[TopicPartition] = set()
@@ -302,16 +300,26 @@ class GroupMember:
 
     @property
     def assignment(self) -> Partitions:
-        """The partitions this member may act on now.
+        """The partitions this member may act on now (fetch, hand out, commit positions of).
 
-        Partitions pending revocation are excluded (KAFKA-14196), and so is everything once the
-        session could have expired without a heartbeat answer: a member paused past its session
-        timeout must not act as owner before it learns whether it is still in the group
-        (KAFKA-7026).
+        Partitions pending revocation are excluded (KAFKA-14196), and so is everything once a
+        session timeout has passed without an answer from the coordinator, in every state
+        (joining and waiting for SyncGroup included): a member paused past its session timeout
+        must not act as owner before the coordinator answers it again (KAFKA-7026). The rule
+        lives in the state machine (:meth:`aiogroup.membership.GroupMember.may_act_on`); the
+        awaitable from :meth:`changed` completes when this set changes. See ``docs/safety.md``.
         """
-        if self._session_expired():
-            return frozenset()
-        return self._machine.fetchable
+        try:
+            now = asyncio.get_running_loop().time()
+        except RuntimeError:
+            now = time.monotonic()  # the loop's default clock
+        return self._machine.may_act_on(now)
+
+    @property
+    def session_deadline(self) -> float | None:
+        """When :attr:`assignment` empties unless the coordinator answers before (loop time);
+        ``None`` outside a generation."""
+        return self._machine.session_deadline
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -340,7 +348,6 @@ class GroupMember:
             self._closed = True
             await self._transport.close()
             raise
-        self._last_contact = asyncio.get_running_loop().time()
         self._owner = asyncio.create_task(
             self._run(), name=f"aiogroup-member-{self.group_id}", context=self._context.copy()
         )
@@ -531,7 +538,11 @@ class GroupMember:
         loop = asyncio.get_running_loop()
         machine = self._machine
         try:
+            acting = self.assignment
             while machine.state is not MemberState.CLOSED:
+                if self.assignment != acting:
+                    acting = self.assignment
+                    self._notify()  # a session lapsed, or an answer ended the lapse
                 deadline = machine.next_deadline()
                 timeout = None if deadline is None else max(0.0, deadline - loop.time())
                 try:
@@ -584,14 +595,7 @@ class GroupMember:
             self._notify()
 
     def _note_event(self, event: ev.Event, now: float) -> None:
-        rebalancing = (
-            isinstance(event, ev.HeartbeatFailed)
-            and event.error_code == RebalanceInProgressError.code
-        )
-        if isinstance(event, ev.HeartbeatCompleted | ev.SyncGroupCompleted) or rebalancing:
-            self._last_contact = now
-        elif isinstance(event, ev.JoinGroupCompleted):
-            self._last_contact = now
+        if isinstance(event, ev.JoinGroupCompleted):
             self._protocol_name = event.protocol_name
             self._telemetry_call(
                 "joined",
@@ -621,10 +625,8 @@ class GroupMember:
             elif isinstance(action, act.SendJoinGroup):
                 if self._rebalance_started is None:
                     self._rebalance_started = time.monotonic()
-                self._last_contact = asyncio.get_running_loop().time()
                 self._spawn(self._join_group(action))
             elif isinstance(action, act.SendSyncGroup):
-                self._last_contact = asyncio.get_running_loop().time()
                 self._spawn(self._sync_group(action))
             elif isinstance(action, act.SendHeartbeat):
                 self._spawn(self._heartbeat(action))
@@ -880,6 +882,8 @@ class GroupMember:
                 generation_id=action.generation_id,
                 member_id=action.member_id,
                 group_instance_id=action.group_instance_id,
+                # Not behind our own JoinGroup, which the coordinator holds (KIP-429 commits).
+                coordination=not action.during_join,
             )
         except asyncio.CancelledError:
             raise
@@ -921,19 +925,6 @@ class GroupMember:
     def _in_context(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Run ``coro`` as a task marked as this member's (so aiokafka's lines are tamed)."""
         return asyncio.create_task(coro, context=self._context.copy())
-
-    def _session_expired(self) -> bool:
-        if self._last_contact == 0.0 or self._machine.state in (
-            MemberState.JOINING,
-            MemberState.AWAITING_METADATA,
-            MemberState.AWAITING_SYNC,
-        ):
-            return False  # a JoinGroup/SyncGroup in flight keeps the session alive
-        try:
-            now = asyncio.get_running_loop().time()
-        except RuntimeError:
-            return False
-        return now - self._last_contact > self.session_timeout_ms / 1000
 
     def _auth_failed(self, exc: BaseException) -> None:
         """A connect refused by TLS or SASL (credentials changed, certificate replaced): raise

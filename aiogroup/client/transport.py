@@ -457,10 +457,14 @@ class Transport:
             self._coordinator_id = int(node_id)
             return self._coordinator_id
 
-    async def _to_coordinator(self, request: _WireRequest, timeout: float | None = None) -> Any:
+    async def _to_coordinator(
+        self, request: _WireRequest, timeout: float | None = None, *, coordination: bool = True
+    ) -> Any:
         node_id = await self.find_coordinator()
         try:
-            response = await self._send(node_id, request, coordination=True, timeout=timeout)
+            response = await self._send(
+                node_id, request, coordination=coordination, timeout=timeout
+            )
         except CoordinatorUnreachableError:
             self.coordinator_dead()
             raise
@@ -605,8 +609,13 @@ class Transport:
         member_id: str,
         group_instance_id: str | None,
         metadata: str = "",
+        coordination: bool = True,
     ) -> OffsetCommitResult:
-        """Commit ``offsets`` (the next offset to read, per partition) for this generation."""
+        """Commit ``offsets`` (the next offset to read, per partition) for this generation.
+
+        ``coordination=False`` sends it on the ordinary connection to the coordinator's broker
+        instead of the group connection, where a held JoinGroup would delay it until the join
+        phase completed (a broker handles one request per connection at a time)."""
         group_id = self.group_id
         by_topic: dict[str, list[tuple[int, int]]] = {}
         for tp, offset in sorted(offsets.items()):
@@ -639,7 +648,7 @@ class Transport:
             )
 
         request = _WireRequest("OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, build)
-        r = await self._to_coordinator(request)
+        r = await self._to_coordinator(request, coordination=coordination)
         errors = {
             TopicPartition(t.name, p.partition_index): int(p.error_code)
             for t in r.topics
