@@ -365,12 +365,10 @@ class GroupMember:
         out: Out = []
         if self._state in (S.CLOSED, S.FATAL, S.LEAVING):
             return out
-<<<<<<< HEAD
         if self._close_by is not None and now >= self._close_by:
             log.info("the rebalance did not finish before close's deadline: leaving now")
             self._start_leave(now, out, close=True)
             return out
-=======
         lapse = self.session_deadline
         if lapse is not None and now >= lapse and not self._proof_lapse_noted:
             self._proof_lapse_noted = True
@@ -381,7 +379,6 @@ class GroupMember:
                     self._state.name,
                     len(self._owned),
                 )
->>>>>>> main
         if self._metadata_refresh_at is not None and now >= self._metadata_refresh_at:
             self._metadata_refresh_at = None
             self._request_metadata(out)
