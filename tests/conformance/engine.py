@@ -130,8 +130,8 @@ class _Brokers:
             if profile == "default":
                 kafka = _session_kafka(self.config)
             else:
+                # Ready means its coordinator has loaded its offsets (KafkaBroker's own wait).
                 kafka = self._stack.enter_context(KafkaBroker(config=LIMITS_KAFKA))
-            _coordinator_ready(kafka)
             return BrokerHandle("kafka23", kafka.bootstrap, apache=kafka)
         if profile != "default":
             raise _NotRun(f"{LABELS[kind]} is not started with the limits settings here")
@@ -152,19 +152,6 @@ class _Brokers:
 
     def close(self) -> None:
         self._stack.close()
-
-
-def _coordinator_ready(kafka: KafkaBroker, timeout: float = 60.0) -> None:
-    """Wait (bounded) until the broker's group coordinator has loaded its offsets partition:
-    until then it answers COORDINATOR_LOAD_IN_PROGRESS (14), which no scenario is about."""
-    deadline = time.monotonic() + timeout
-    while True:
-        resp = kafka.request("DescribeGroups", 0, {"groups": ["aiogroup-ready"]})
-        if resp.groups[0].error_code == 0:
-            return
-        if time.monotonic() > deadline:
-            raise _NotRun(f"the coordinator was not ready in {timeout:.0f} s")
-        time.sleep(0.1)  # polling the broker's coordinator, bounded
 
 
 class _NotRun(Exception):
