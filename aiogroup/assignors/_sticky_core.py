@@ -41,7 +41,7 @@ from __future__ import annotations
 import gc
 import heapq
 import logging
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -353,11 +353,13 @@ _last = itemgetter(-1)
 
 
 def _tuples_sorted(values: Iterable[Sequence[int]], lens: list[int]) -> bool:
-    """Whether each of ``values`` (of lengths ``lens``) is strictly ascending."""
-    for parts in compress(values, map((1).__lt__, lens)):
-        if any(map(ge, parts, islice(parts, 1, None))):
-            return False
-    return True
+    """Whether each of ``values`` (of lengths ``lens``) is strictly ascending.
+
+    Checked on all of them laid end to end, at C level: every place where a value is not
+    above the one before it must be where a tuple starts."""
+    flat = list(chain.from_iterable(values))
+    descents = compress(range(1, len(flat)), map(ge, flat, islice(flat, 1, None)))
+    return set(descents).issubset(accumulate(lens))
 
 
 _tuple_len: Callable[[object], int] = tuple.__len__  # type: ignore[assignment]
@@ -1091,18 +1093,19 @@ def _water_fill(free: list[int], subscribers: list[int], load: list[int]) -> lis
         load[i] += 1
         return [i]
     order = sorted(subscribers, key=load.__getitem__)  # stable: by (load, member)
+    loads = list(map(load.__getitem__, order))  # ascending
+    count = len(order)
     total, joined, partial = len(free), 0, 0
     receivers: list[int] = []
     active: list[int] = []
-    level = load[order[0]]
+    level = loads[0]
     while len(receivers) < total:
         first = joined
-        while joined < len(order) and load[order[joined]] <= level:
-            joined += 1
+        joined = bisect_right(loads, level, joined)  # every member with load <= level
         if joined > first:
             active = sorted(active + order[first:joined]) if active else order[first:joined]
         # Levels until the next member joins, or until the partitions run out.
-        levels = load[order[joined]] - level if joined < len(order) else total
+        levels = loads[joined] - level if joined < count else total
         levels = min(levels, (total - len(receivers)) // len(active))
         if levels:
             receivers.extend(active * levels if levels > 1 else active)
