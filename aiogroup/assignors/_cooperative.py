@@ -13,6 +13,8 @@ franz-go, rather than a subclass overriding the balancer's internals.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from dataclasses import replace
 from itertools import filterfalse
 
 from aiogroup.assignors._sticky_core import Plan
@@ -34,13 +36,18 @@ def withhold_transfers(plan: Plan) -> tuple[Plan, dict[tuple[str, int], str]]:
     if not claimed:
         return plan, withheld
     contains = claimed.__contains__
-    topic_of, part_of = plan.layout.topic_of, plan.layout.part_of
+    layout = plan.layout
     added: list[list[int]] = []
-    for member_id, ids in zip(plan.member_ids, plan.added, strict=True):
-        if not ids:
+    ready = list(plan.ready)
+    for i, (member_id, ids) in enumerate(zip(plan.member_ids, plan.added, strict=True)):
+        taken = list(filter(contains, ids)) if ids else ids
+        if not taken:
             added.append(ids)
             continue
         added.append(list(filterfalse(contains, ids)))
-        for g in filter(contains, ids):
-            withheld[(topic_of[g], part_of[g])] = member_id
-    return Plan(plan.layout, plan.member_ids, plan.kept, added, claimed), withheld
+        if ready:
+            ready[i] = None  # its assignment changes
+        for g in taken:
+            k = bisect_left(layout.offsets, g + 1) - 1
+            withheld[(layout.topics[k], g - layout.offsets[k])] = member_id
+    return replace(plan, added=added, ready=ready), withheld

@@ -41,14 +41,17 @@ from __future__ import annotations
 import gc
 import heapq
 import logging
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right, insort
 from collections import Counter, deque
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import chain, compress, filterfalse, repeat
-from operator import add, eq, gt
+from functools import reduce
+from itertools import accumulate, chain, compress, filterfalse, islice, repeat
+from operator import add, eq, ge, gt, itemgetter, le, lt, ne, or_, sub
+from typing import Any
 
+from aiogroup.assignors._claims import ClaimIndex, shared_index
 from aiogroup.assignors.range import refuse_bare_string
 from aiogroup.protocol.types import NO_GENERATION, PartitionsByTopic
 
@@ -94,6 +97,7 @@ class Layout:
     ``offsets[k] .. offsets[k] + counts[k] - 1``."""
 
     __slots__ = (
+        "_index_of",
         "_part_of",
         "_single_of",
         "_singletons",
@@ -118,9 +122,22 @@ class Layout:
         self.offset_of: dict[str, int] = dict(zip(self.topics, self.offsets, strict=True))
         self.count_of: dict[str, int] = dict(partitions_per_topic)
         self._topic_of: list[str] | None = None
+        self._index_of: list[int] | None = None
         self._single_of: list[tuple[int]] | None = None
         self._part_of: list[int] | None = None
         self._singletons: list[tuple[int]] | None = None
+
+    @classmethod
+    def of(cls, partitions_per_topic: Mapping[str, int]) -> Layout:
+        """The layout of ``partitions_per_topic``: the last one made if the counts are the same
+        (a leader assigns the same topics round after round, and the per-partition tables a
+        layout builds on demand cost tens of milliseconds at a million partitions)."""
+        global _last_layout
+        last = _last_layout
+        if last is not None and last.count_of == partitions_per_topic:
+            return last
+        _last_layout = layout = cls(partitions_per_topic)
+        return layout
 
     @property
     def total(self) -> int:
@@ -132,6 +149,15 @@ class Layout:
         if self._topic_of is None:
             self._topic_of = list(chain.from_iterable(map(repeat, self.topics, self.counts)))
         return self._topic_of
+
+    @property
+    def topic_index_of(self) -> list[int]:
+        """Topic index of each id."""
+        if self._index_of is None:
+            self._index_of = list(
+                chain.from_iterable(map(repeat, range(len(self.counts)), self.counts))
+            )
+        return self._index_of
 
     @property
     def part_of(self) -> list[int]:
@@ -172,27 +198,54 @@ class Layout:
         """Sort key putting ids in partition-then-topic order."""
         return (self.part_of[ident], bisect_left(self.offsets, ident + 1))
 
+    def _cut(self, ids: list[int], names: list[str]) -> dict[str, tuple[int, ...]]:
+        """:meth:`grouped` by cutting the partitions where the topic changes."""
+        starts = [0, *compress(range(1, len(ids)), map(ne, islice(names, 1, None), names))]
+        parts = tuple(map(self.part_of.__getitem__, ids))
+        cuts = map(slice, starts, [*starts[1:], len(ids)])
+        return dict(zip(map(names.__getitem__, starts), map(parts.__getitem__, cuts), strict=True))
+
+    def _grouped_few(self, ids: list[int]) -> dict[str, tuple[int, ...]]:
+        """:meth:`grouped` for a few ids, without building per-id tables for every partition."""
+        out: dict[str, list[int]] = {}
+        offsets, topics = self.offsets, self.topics
+        for g in ids:
+            k = bisect_left(offsets, g + 1) - 1
+            out.setdefault(topics[k], []).append(g - offsets[k])
+        return {t: tuple(ps) for t, ps in out.items()}
+
     def grouped(self, ids: list[int]) -> dict[str, tuple[int, ...]]:
         """Turn ids into ``{topic: (p, ...)}``, topics and partitions sorted.
 
         ``ids`` must be sorted. Most members hold one partition per topic, so the dict is built
-        with ``dict(zip(...))`` and only topics seen more than once are fixed up.
+        with ``dict(zip(...))`` and only topics seen more than once are fixed up (or, when there
+        are many, the partitions are cut at each new topic).
         """
         if not ids:
             return {}
-        topic_of = self.topic_of
+        if len(ids) <= 16 and self._topic_of is None:
+            return self._grouped_few(ids)
+        names = list(map(self.topic_of.__getitem__, ids))
+        if len(ids) > 16 and (names[0] == names[1] or names[-2] == names[-1]):
+            # Several partitions per topic, by the look of it: cut the partitions at each new
+            # topic (building the one-per-topic dict first would be wasted).
+            return self._cut(ids, names)
         out: dict[str, tuple[int, ...]] = dict(
-            zip(map(topic_of.__getitem__, ids), map(self.single_of.__getitem__, ids), strict=True)
+            zip(names, map(self.single_of.__getitem__, ids), strict=True)
         )
         if len(out) != len(ids):
-            names = list(map(topic_of.__getitem__, ids))
             part_of = self.part_of
+            if len(ids) - len(out) > 8:
+                return self._cut(ids, names)
             for name in set(compress(names[1:], map(eq, names[1:], names))):
                 start = self.offset_of[name]
                 lo = bisect_left(ids, start)
                 hi = bisect_left(ids, start + self.count_of[name], lo)
                 out[name] = tuple(map(part_of.__getitem__, ids[lo:hi]))
         return out
+
+
+_last_layout: Layout | None = None
 
 
 @dataclass(slots=True)
@@ -202,25 +255,128 @@ class Plan:
     ``member_ids`` is sorted; for member ``i``, ``kept[i]`` are the partitions it validly owned
     and keeps, ``added[i]`` the ones it is newly given. ``claimed`` holds every existing partition
     any member claims (valid or not), which the cooperative adjust step needs.
+
+    ``whole[i]``, when given and not ``None``, is member ``i``'s own ``{topic: partitions}``
+    claim (partitions in tuples), every partition of which is valid and
+    kept: ``kept[i]`` is then left empty and the claim itself is the kept part (no
+    per-partition id is built for it).
     """
 
     layout: Layout
     member_ids: list[str]
     kept: list[list[int]]
     added: list[list[int]]
-    claimed: set[int]
+    claimed: Container[int]
+    whole: Sequence[PartitionsByTopic | None] = ()
+    #: With ``whole``: whether each claim is in order already (topics sorted, each topic's
+    #: partitions sorted), so that a copy of it is the member's assignment.
+    ordered: Sequence[bool] = ()
+    #: Per member, when given and not ``None``: its assignment already grouped, the same as
+    #: grouping ``kept`` and ``added`` would give (a step that changes ``added`` drops it).
+    ready: Sequence[dict[str, tuple[int, ...]] | None] = ()
+    #: When not -1: the partitions moved, and ``added`` is left empty (nothing can be
+    #: withheld: nobody claims anything).
+    moved_count: int = -1
 
     def assignments(self) -> dict[str, dict[str, tuple[int, ...]]]:
         """Per member id, its partitions grouped by topic, sorted."""
         out: dict[str, dict[str, tuple[int, ...]]] = {}
         layout = self.layout
-        for member_id, kept, added in zip(self.member_ids, self.kept, self.added, strict=True):
-            out[member_id] = layout.grouped(sorted(chain(kept, added)))
+        whole = self.whole or repeat(None)
+        ready = self.ready or repeat(None)
+        for i, (member_id, kept, added, own, done) in enumerate(
+            zip(self.member_ids, self.kept, self.added, whole, ready, strict=False)
+        ):
+            if done is not None:
+                out[member_id] = done
+            elif own is None:
+                out[member_id] = layout.grouped(sorted(chain(kept, added)))
+            else:
+                out[member_id] = _with_added(own, layout.grouped(sorted(added)), self.ordered[i])
         return out
 
     def moved(self) -> int:
         """Partitions given to a member that did not validly own them."""
+        if self.moved_count >= 0:
+            return self.moved_count
         return sum(map(len, self.added))
+
+
+def _with_added(
+    own: PartitionsByTopic, added: dict[str, tuple[int, ...]], ordered: bool
+) -> dict[str, tuple[int, ...]]:
+    """``own`` (valid, no partition twice, partitions in tuples) plus ``added`` (disjoint from
+    it), topics and partitions sorted, as :meth:`Layout.grouped` would give for all of them.
+    ``ordered``: ``own`` is in order already (see :attr:`Plan.ordered`)."""
+    # Partitions in tuples: checked by the caller.
+    out: dict[str, tuple[int, ...]] = (
+        dict(own)  # type: ignore[arg-type]
+        if ordered
+        else {t: tuple(sorted(own[t])) for t in sorted(own) if own[t]}
+    )
+    if not added:
+        return out
+    topics = len(out)
+    for topic, parts in added.items():
+        have = out.get(topic)
+        out[topic] = parts if have is None else tuple(sorted(have + parts))
+    if len(out) == topics or all(map(lt, out, islice(out, 1, None))):
+        return out  # no topic added, or added in order
+    return {t: out[t] for t in sorted(out)}
+
+
+def _subscribed(topics: tuple[str, ...], known: frozenset[str]) -> frozenset[str]:
+    """The topics of a subscription that have partitions."""
+    mine = frozenset(topics)
+    return mine if mine <= known else mine & known
+
+
+def _in_order(claim: PartitionsByTopic, lens: list[int]) -> bool:
+    """Whether a valid claim (partitions in tuples of lengths ``lens``, none twice) is sorted:
+    its topics, and each topic's partitions. A copy of it is then the member's assignment."""
+    if not lens or 0 in lens or not _sorted_keys(claim):
+        return False
+    top = max(lens)
+    if top == 1:
+        return True
+    if top == 2:  # distinct partitions: a pair is sorted if its first is below its last
+        values = claim.values()
+        if 1 not in lens:  # pairs only: compare the even and the odd positions
+            flat = list(chain.from_iterable(values))
+            return all(map(lt, flat[0::2], flat[1::2]))
+        return all(map(le, map(_first, values), map(_last, values)))
+    return _tuples_sorted(claim.values(), lens)
+
+
+_first = itemgetter(0)
+_last = itemgetter(-1)
+
+
+def _tuples_sorted(values: Iterable[Sequence[int]], lens: list[int]) -> bool:
+    """Whether each of ``values`` (of lengths ``lens``) is strictly ascending.
+
+    Checked on all of them laid end to end, at C level: every place where a value is not
+    above the one before it must be where a tuple starts."""
+    flat = list(chain.from_iterable(values))
+    descents = compress(range(1, len(flat)), map(ge, flat, islice(flat, 1, None)))
+    return set(descents).issubset(accumulate(lens))
+
+
+_tuple_len: Callable[[object], int] = tuple.__len__  # type: ignore[assignment]
+
+#: The last topics found in sorted order (members of a group mostly hold the same ones).
+_last_sorted_keys: tuple[str, ...] = ()
+
+
+def _sorted_keys(mapping: PartitionsByTopic) -> bool:
+    global _last_sorted_keys
+    keys = tuple(mapping)
+    if keys == _last_sorted_keys:
+        return True
+    if all(map(lt, keys, islice(keys, 1, None))):
+        _last_sorted_keys = keys
+        return True
+    return False
 
 
 def _member_ids(
@@ -240,8 +396,9 @@ def _member_ids(
             if flat and type(sum(flat)) is int and min(flat) >= 0:
                 count_of = layout.count_of
                 offset_of = layout.offset_of
-                if len(flat) == len(vals):
-                    # One partition per topic (the common shape): no duplicates possible.
+                if len(flat) == len(vals) and all(vals):
+                    # One partition per topic (the common shape): no duplicates possible. (As
+                    # many partitions as topics is not enough: {a: (), b: (0, 1)} has two.)
                     if all(map(gt, map(count_of.__getitem__, keys), flat)):
                         return list(map(add, flat, map(offset_of.__getitem__, keys))), []
                 else:
@@ -357,9 +514,10 @@ def balance(
     member_ids = sorted(by_id)
     claims = [by_id[m] for m in member_ids]
 
-    wanted: set[str] = set()
-    for claim in claims:
-        wanted.update(claim.topics)
+    # Members usually share one topic list: compute each distinct subscription once.
+    topic_lists = [tuple(c.topics) for c in claims]
+    distinct = dict.fromkeys(topic_lists)
+    wanted: set[str] = set().union(*distinct)
     counts: dict[str, int] = {}
     for topic in wanted:
         n = partitions_per_topic.get(topic)
@@ -370,17 +528,30 @@ def balance(
             continue
         if n:
             counts[topic] = n
-    layout = Layout(counts)
+    layout = Layout.of(counts)
 
-    # Members usually share one topic list: compute each distinct subscription once.
-    seen_subs: dict[tuple[str, ...], frozenset[str]] = {}
-    subscribed: list[frozenset[str]] = []
-    for c in claims:
-        key = tuple(c.topics)
-        subs = seen_subs.get(key)
-        if subs is None:
-            subs = seen_subs[key] = frozenset(key).intersection(counts)
-        subscribed.append(subs)
+    known = frozenset(counts)
+    seen_subs = {key: _subscribed(key, known) for key in distinct}
+    subscribed = list(map(seen_subs.__getitem__, topic_lists))
+    if claims and all(s is subscribed[0] or s == subscribed[0] for s in subscribed):
+        fast = _uniform_by_topic(layout, member_ids, claims, subscribed[0])
+        if fast is not None:
+            return fast
+    uniform = not claims or all(s == subscribed[0] for s in subscribed)
+    if not uniform:
+        hinted: dict[int, int] = {}
+        if hint:
+            position = {m: i for i, m in enumerate(member_ids)}
+            for (topic, p), member in hint.items():
+                k = layout.index.get(topic)
+                to = position.get(member)
+                if k is not None and to is not None and 0 <= p < layout.counts[k]:
+                    hinted[layout.offsets[k] + p] = to
+        owned_view: _OwnedIds | _OwnedClaims | None = _OwnedClaims.of(layout, claims, subscribed)
+        if owned_view is None:
+            owned_view = _OwnedIds(layout, member_ids, claims, subscribed)
+        return _general(layout, member_ids, subscribed, owned_view, hinted)
+
     owned: list[list[int]] = []
     claimed_lists: list[list[int]] = []
     foreign_any = False
@@ -397,22 +568,149 @@ def balance(
         _resolve(member_ids, [c.generation for c in claims], owned)
     if foreign_any:
         claimed.update(chain.from_iterable(claimed_lists))
-
     if not claims:
         return Plan(layout, [], [], [], claimed)
-    if all(s == subscribed[0] for s in subscribed):
-        kept, added = _uniform(layout, owned, claimed)
-    else:
-        hinted: dict[int, int] = {}
-        if hint:
-            position = {m: i for i, m in enumerate(member_ids)}
-            for (topic, p), member in hint.items():
-                k = layout.index.get(topic)
-                i = position.get(member)
-                if k is not None and i is not None and 0 <= p < layout.counts[k]:
-                    hinted[layout.offsets[k] + p] = i
-        kept, added = _general(layout, subscribed, owned, hinted)
+    kept, added = _uniform(layout, owned, claimed)
     return Plan(layout, member_ids, kept, added, claimed)
+
+
+class _OwnedIds:
+    """What each member validly owns, for :func:`_general`: checked member by member
+    (:func:`_member_ids`, with warnings for bad claims), conflicts resolved (:func:`_resolve`).
+
+    ``owner_of[g]`` is the member that validly owns id ``g``, -2 if it is claimed but kept by
+    nobody (a claim of an unsubscribed topic, a lost conflict), -1 if nobody claims it.
+    ``whole[i]`` is member ``i``'s claim when it is exactly what the member validly owns (in
+    tuples), ``ordered[i]`` whether that claim is sorted already (see :attr:`Plan.ordered`).
+    """
+
+    def __init__(
+        self,
+        layout: Layout,
+        member_ids: list[str],
+        claims: list[MemberClaim],
+        subscribed: list[frozenset[str]],
+    ) -> None:
+        self.layout = layout
+        owned: list[list[int]] = []
+        owner_of = [-1] * layout.total
+        mark = owner_of.__setitem__
+        for claim, subs in zip(claims, subscribed, strict=True):
+            valid, foreign = _member_ids(layout, claim, subs)
+            owned.append(valid)
+            deque(map(mark, foreign, repeat(-2)), 0)
+        conflict = False
+        for i, ids in enumerate(owned):
+            if ids:
+                conflict = conflict or max(map(owner_of.__getitem__, ids)) >= 0
+                deque(map(mark, ids, repeat(i)), 0)
+        before = list(map(len, owned))
+        if conflict:
+            everything = list(chain.from_iterable(owned))
+            _resolve(member_ids, [c.generation for c in claims], owned)
+            deque(map(mark, everything, repeat(-2)), 0)
+            for i, ids in enumerate(owned):
+                deque(map(mark, ids, repeat(i)), 0)
+        self.owned = owned
+        self.owner_of = owner_of
+        self.loads = list(map(len, owned))
+        self.claimed: Container[int] = _ClaimedArray(owner_of)
+        self.whole: list[PartitionsByTopic | None] = [None] * len(claims)
+        self.ordered = [False] * len(claims)
+        for i, claim in enumerate(claims):
+            if not owned[i] or len(owned[i]) != before[i]:
+                continue
+            try:
+                lens = list(map(_tuple_len, claim.owned.values()))
+            except TypeError:
+                continue
+            if sum(lens) == len(owned[i]):
+                self.whole[i] = claim.owned
+                self.ordered[i] = _in_order(claim.owned, lens)
+
+    def ids(self, i: int) -> list[int]:
+        """The ids member ``i`` validly owns."""
+        return self.owned[i]
+
+    def free(self, k: int) -> list[int]:
+        """The ids of topic ``k`` nobody validly owns, ascending."""
+        return _free_ids(self.owner_of, self.layout.offsets[k], self.layout.counts[k])
+
+
+class _OwnedClaims:
+    """:class:`_OwnedIds` for plainly valid claims, checked per topic instead of per member.
+
+    When every claimed partition is an int that exists, of a topic its claimant subscribes to,
+    and nobody claims a partition twice (so there is no conflict and nothing to warn about),
+    each member owns exactly its claim. A :class:`ClaimIndex` shows that with a few C-level
+    passes over each topic's claims, and then a member's ids are worked out (and ``owner_of``
+    marked) only when :func:`_general` groups it; free partitions come from the gaps in each
+    topic's sorted claims.
+    """
+
+    def __init__(
+        self,
+        layout: Layout,
+        claims: list[MemberClaim],
+        index: ClaimIndex,
+        lens: list[list[int]],
+    ) -> None:
+        self.layout = layout
+        self._claims = claims
+        self._index = index
+        self._lens = lens
+        self.owner_of = [-1] * layout.total
+        self.loads = list(map(sum, lens))
+        self.claimed: Container[int] = _ClaimedIds(layout, index)
+        self.whole: list[PartitionsByTopic | None] = [c.owned or None for c in claims]
+        self.ordered = [_in_order(c.owned, ls) for c, ls in zip(claims, lens, strict=True)]
+
+    @classmethod
+    def of(
+        cls, layout: Layout, claims: list[MemberClaim], subscribed: list[frozenset[str]]
+    ) -> _OwnedClaims | None:
+        """The view, or ``None`` if some claim is not plainly valid."""
+        lens: list[list[int]] = []
+        for claim, subs in zip(claims, subscribed, strict=True):
+            owned = claim.owned
+            try:
+                # Subscribed topics only; _tuple_len refuses anything but a tuple.
+                if owned and not owned.keys() <= subs:
+                    return None
+                lens.append(list(map(_tuple_len, owned.values())) if owned else [])
+            except (TypeError, AttributeError):
+                return None
+        try:
+            index = shared_index([c.owned for c in claims])
+        except TypeError:
+            return None
+        count_of = layout.count_of
+        for topic in index.claims:
+            count = count_of.get(topic)
+            if count is None or not index.regular(topic) or not index.within(topic, count):
+                return None
+        return cls(layout, claims, index, lens)
+
+    def ids(self, i: int) -> list[int]:
+        """The ids member ``i`` owns (its whole claim), marked in ``owner_of``."""
+        owned = self._claims[i].owned
+        if not owned:
+            return []
+        offsets = map(self.layout.offset_of.__getitem__, owned)
+        ids = list(
+            map(
+                add,
+                chain.from_iterable(owned.values()),
+                chain.from_iterable(map(repeat, offsets, self._lens[i])),
+            )
+        )
+        deque(map(self.owner_of.__setitem__, ids, repeat(i)), 0)
+        return ids
+
+    def free(self, k: int) -> list[int]:
+        """The ids of topic ``k`` nobody claims, ascending."""
+        start, count = self.layout.offsets[k], self.layout.counts[k]
+        return list(map(add, self._index.unclaimed(self.layout.topics[k], count), repeat(start)))
 
 
 def _uniform(
@@ -420,29 +718,12 @@ def _uniform(
 ) -> tuple[list[list[int]], list[list[int]]]:
     """Everyone subscribes to the same topics: quotas of ``N // M`` and ``N // M + 1``."""
     total = layout.total
-    members = len(owned)
-    floor, extra = divmod(total, members)
-    sizes = list(map(len, owned))
-    # The extra slots go first to members that own more than the floor: each one saves a move.
-    plus = bytearray(members)
-    slots = extra
-    for i in range(members):
-        if not slots:
-            break
-        if sizes[i] > floor:
-            plus[i] = 1
-            slots -= 1
-    for i in range(members):
-        if not slots:
-            break
-        if not plus[i]:
-            plus[i] = 1
-            slots -= 1
+    quotas = _quotas(total, list(map(len, owned)))
 
     kept: list[list[int]] = []
     trimmed = False
     for i, ids in enumerate(owned):
-        quota = floor + plus[i]
+        quota = quotas[i]
         if len(ids) > quota:
             # Keep the first ones in partition-then-topic order (KAFKA-16277).
             ids = sorted(ids, key=layout.pt_key)[:quota]
@@ -464,153 +745,638 @@ def _uniform(
         else:
             pool = list(filterfalse(kept_set.__contains__, layout.pt_order()))
 
+    return kept, _hand_out(pool, quotas, list(map(len, kept)))
+
+
+def _quotas(total: int, sizes: list[int]) -> list[int]:
+    """Each member's share of ``total`` partitions with equal subscriptions: ``N // M``, and
+    ``N % M`` members one more. The extra slots go first to members that own more than the
+    floor (``sizes``: what each validly owns): each one saves a move."""
+    members = len(sizes)
+    floor, extra = divmod(total, members)
+    plus = bytearray(members)
+    slots = extra
+    for i in range(members):
+        if not slots:
+            break
+        if sizes[i] > floor:
+            plus[i] = 1
+            slots -= 1
+    for i in range(members):
+        if not slots:
+            break
+        if not plus[i]:
+            plus[i] = 1
+            slots -= 1
+    return [floor + x for x in plus]
+
+
+def _hand_out(pool: list[int], quotas: list[int], kept: list[int]) -> list[list[int]]:
+    """Slices of ``pool``, in member order, filling each member up to its quota."""
     added: list[list[int]] = []
     pos = 0
-    for i in range(members):
-        need = floor + plus[i] - len(kept[i])
+    for quota, have in zip(quotas, kept, strict=True):
+        need = quota - have
         added.append(pool[pos : pos + need])
         pos += need
-    return kept, added
+    return added
+
+
+class _ClaimedIds:
+    """The ids of every claimed partition, answered from a :class:`ClaimIndex` (the fast
+    uniform path builds no set of a million ids)."""
+
+    __slots__ = ("_index", "_layout", "_size")
+
+    def __init__(self, layout: Layout, index: ClaimIndex) -> None:
+        self._layout = layout
+        self._index = index
+        self._size = sum(map(len, index.claims.values()))
+
+    def __contains__(self, ident: object) -> bool:
+        if type(ident) is not int:
+            return False
+        offsets = self._layout.offsets
+        k = bisect_left(offsets, ident + 1) - 1
+        return k >= 0 and self._index.claimed(self._layout.topics[k], ident - offsets[k])
+
+    def __len__(self) -> int:
+        return self._size
+
+
+def _uniform_by_topic(
+    layout: Layout, member_ids: list[str], claims: list[MemberClaim], subscribed: frozenset[str]
+) -> Plan | None:
+    """The uniform path without a per-partition id for what members keep.
+
+    Taken when every claim is plainly valid: each claimed topic is subscribed (by everyone:
+    subscriptions are equal) and exists, each partition is an int that exists, and no
+    partition is claimed twice (so there is no conflict to resolve and nothing to warn about).
+    A member then keeps its whole claim unless it owns more than its quota, and its claim
+    itself stands for what it keeps (:attr:`Plan.whole`); only free partitions get ids. The
+    result is the one :func:`_uniform` gives. ``None`` for anything else (the general code
+    then validates member by member, with warnings).
+    """
+    maps = [c.owned for c in claims]
+    try:
+        index = shared_index(maps)
+    except TypeError:  # a partition list that is not iterable
+        return None
+    count_of = layout.count_of
+    for topic in index.claims:
+        count = count_of.get(topic)
+        if (
+            count is None
+            or topic not in subscribed
+            or not index.regular(topic)
+            or not index.within(topic, count)
+        ):
+            return None
+    sizes: list[int] = []
+    ordered: list[bool] = []
+    for m in maps:
+        try:
+            # _tuple_len refuses anything but a tuple: lists and the like take the general way.
+            lens = list(map(_tuple_len, m.values())) if m else []
+        except TypeError:
+            return None
+        size = sum(lens)
+        sizes.append(size)
+        ordered.append(_in_order(m, lens))
+    total = layout.total
+    quotas = _quotas(total, sizes)
+    kept: list[list[int]] = [[] for _ in maps]
+    whole: list[PartitionsByTopic | None] = [m or None for m in maps]
+    dropped: list[int] = []  # ids owned beyond a quota
+    for i, (size, quota) in enumerate(zip(sizes, quotas, strict=True)):
+        if size > quota:
+            ids = sorted(_member_ids(layout, claims[i], subscribed)[0], key=layout.pt_key)
+            kept[i] = ids[:quota]
+            dropped.extend(ids[quota:])
+            whole[i] = None
+    have = [min(size, quota) for size, quota in zip(sizes, quotas, strict=True)]
+    kept_total = sum(have)
+    if kept_total == 0:
+        pool = layout.pt_order()
+    elif kept_total == total:
+        pool = []
+    elif (total - kept_total) * 8 < total:
+        pool = _free_in_pt_order(layout, index, dropped)
+    else:
+        offset_of = layout.offset_of
+        kept_ids = set(
+            chain.from_iterable(
+                map(add, parts, repeat(offset_of[t])) for t, parts in index.claims.items()
+            )
+        )
+        kept_ids.difference_update(dropped)
+        pool = list(filterfalse(kept_ids.__contains__, layout.pt_order()))
+    added = _hand_out(pool, quotas, have)
+    return Plan(layout, member_ids, kept, added, _ClaimedIds(layout, index), whole, ordered)
+
+
+def _free_in_pt_order(layout: Layout, index: ClaimIndex, dropped: list[int]) -> list[int]:
+    """Ids of the partitions nobody claims, plus ``dropped``, in partition-then-topic order
+    (KAFKA-16277)."""
+    ntopics = len(layout.topics)
+    keys: list[int] = []  # partition * topics + topic: sorts in partition-then-topic order
+    empty: list[int] = []
+    for k, (topic, count) in enumerate(zip(layout.topics, layout.counts, strict=True)):
+        if len(index.claims.get(topic, empty)) != count:
+            keys.extend(p * ntopics + k for p in index.unclaimed(topic, count))
+    part_of = layout.part_of
+    offsets = layout.offsets
+    for g in dropped:
+        keys.append(part_of[g] * ntopics + bisect_left(offsets, g + 1) - 1)
+    keys.sort()
+    return [offsets[key % ntopics] + key // ntopics for key in keys]
+
+
+class _TopicIds(dict[int, list[int]]):
+    """``held[i]`` of a member that owns nothing: the topics the fill gave it, in the order
+    given, each topic's ids put in a list only when asked for (a scan of this member looks at
+    a few topics; making 250 lists for it would cost more than the scan). ``given`` holds one
+    run of ids per topic, ``topics`` the topic of each. Reads and writes behave as on a dict of
+    lists; ``items()`` and ``values()`` make every list first."""
+
+    __slots__ = ("_given", "_runs", "_topics")
+
+    def __init__(self, given: list[int], topics: list[int]) -> None:
+        super().__init__(dict.fromkeys(topics))  # type: ignore[arg-type]  # None: not made yet
+        self._given = given
+        self._topics = topics
+        self._runs: dict[int, slice] | None = None
+
+    def _made(self, k: int) -> list[int]:
+        ids = dict.__getitem__(self, k)
+        if ids is None:
+            runs = self._runs
+            if runs is None:  # where each topic's run starts and ends, found in C
+                ks = self._topics
+                starts = [0, *compress(range(1, len(ks)), map(ne, islice(ks, 1, None), ks))]
+                cuts = map(slice, starts, [*starts[1:], len(ks)])
+                runs = self._runs = dict(zip(map(ks.__getitem__, starts), cuts, strict=True))
+            ids = self._given[runs[k]]
+            dict.__setitem__(self, k, ids)
+        return ids
+
+    def __getitem__(self, k: int) -> list[int]:
+        return self._made(k)
+
+    def get(self, k: int, default: Any = None) -> Any:
+        return self._made(k) if k in self else default
+
+    def setdefault(self, k: int, default: Any = None) -> Any:
+        if k in self:
+            return self._made(k)
+        dict.__setitem__(self, k, default)
+        return default
+
+    def items(self) -> Any:
+        for k in list(self):
+            self._made(k)
+        return dict.items(self)
+
+    def values(self) -> Any:
+        return dict(self.items()).values()
+
+    def ids(self) -> list[int]:
+        """Every id held, without making the lists not made yet."""
+        made = {k: ids for k, ids in dict.items(self) if ids is not None}
+        waiting = {k for k, ids in dict.items(self) if ids is None}
+        base = compress(self._given, map(waiting.__contains__, self._topics))
+        return [*base, *chain.from_iterable(made.values())]
+
+
+class _Held(dict[int, dict[int, list[int]]]):
+    """``held[i]``: member ``i``'s partitions grouped by topic (``{topic index: [ids]}``).
+
+    Built on first access: what the member owns (topics ascending,
+    ids ascending), then what the fill gave it (``filled[i]``: one run of ids per topic, in the
+    order the fill went through the topics). That is the dict, in the order, that the fill
+    would have built as it went; but a member the rebalance never touches (most of them, once
+    a group is balanced) is never grouped at all.
+    """
+
+    def __init__(
+        self, layout: Layout, owned: _OwnedIds | _OwnedClaims, filled: list[list[int]]
+    ) -> None:
+        super().__init__()
+        self.members = len(filled)
+        self._layout = layout
+        self._owned = owned
+        self._filled = filled
+
+    def _by_topic(self, ids: list[int]) -> dict[int, list[int]]:
+        """``ids`` (each topic's in one run) grouped by topic, in C: cut where the topic
+        changes."""
+        if not ids:
+            return {}
+        ks = list(map(self._layout.topic_index_of.__getitem__, ids))
+        starts = [0, *compress(range(1, len(ids)), map(ne, islice(ks, 1, None), ks))]
+        cuts = map(slice, starts, [*starts[1:], len(ids)])
+        return dict(zip(map(ks.__getitem__, starts), map(ids.__getitem__, cuts), strict=True))
+
+    def __missing__(self, i: int) -> dict[int, list[int]]:
+        mine = self._owned.ids(i)
+        if not mine:
+            given = self._filled[i]
+            lazy = _TopicIds(given, list(map(self._layout.topic_index_of.__getitem__, given)))
+            self[i] = lazy
+            return lazy
+        grouped = self._by_topic(sorted(mine))
+        for k, ids in self._by_topic(self._filled[i]).items():
+            have = grouped.get(k)
+            if have is None:
+                grouped[k] = ids
+            else:
+                have.extend(ids)
+        self[i] = grouped
+        return grouped
+
+
+def _fresh_plan(
+    layout: Layout, member_ids: list[str], holder: list[int], claimed: Container[int]
+) -> Plan:
+    """The plan of a group where nobody owned anything: ``holder[g]`` is the member given id
+    ``g`` (-1: nobody). Every partition is newly given. The assignments are built topic by
+    topic, where a topic's holders sit side by side in ``holder`` (and so in memory), in topic
+    order, so each member's dict comes out sorted."""
+    members = len(member_ids)
+    ready: list[dict[str, tuple[int, ...]]] = [{} for _ in member_ids]
+    for name, start, count in zip(layout.topics, layout.offsets, layout.counts, strict=True):
+        holders = holder[start : start + count]
+        # The topic's partitions ordered by holder (stable: ascending within each), cut where
+        # the holder changes.
+        order = sorted(range(count), key=holders.__getitem__)
+        who = list(map(holders.__getitem__, order))
+        starts = [0, *compress(range(1, count), map(ne, islice(who, 1, None), who))]
+        parts = tuple(order)
+        cuts = map(slice, starts, [*starts[1:], count])
+        for i, mine in zip(map(who.__getitem__, starts), map(parts.__getitem__, cuts), strict=True):
+            if i >= 0:
+                ready[i][name] = mine
+    unassigned = holder.count(-1)
+    if not claimed:  # nothing to withhold: the plan needs no ids, only how many moved
+        nothing: list[list[int]] = [[] for _ in member_ids]
+        return Plan(
+            layout,
+            member_ids,
+            nothing,
+            nothing,
+            claimed,
+            ready=ready,
+            moved_count=len(holder) - unassigned,
+        )
+    # Every id each member was given, ascending (for the cooperative step).
+    added: list[list[int]] = [[] for _ in range(members + 1)]  # the last one: nobody's
+    deque(map(list.append, map(added.__getitem__, holder), range(len(holder))), 0)
+    del added[-1]
+    return Plan(layout, member_ids, [[] for _ in member_ids], added, claimed, ready=ready)
+
+
+def _grouped_held(
+    layout: Layout, held: dict[int, list[int]]
+) -> tuple[dict[str, tuple[int, ...]], list[int]]:
+    """A member's ``held`` as its assignment (:meth:`Layout.grouped` of all its ids), and all
+    its ids in topic order. The ids are grouped by topic already: only a topic that received a
+    partition out of order needs sorting, and the cuts come from the topics' lengths."""
+    topics = sorted(held)
+    values = list(map(held.__getitem__, topics))
+    ids = list(chain.from_iterable(values))
+    if not all(map(lt, ids, islice(ids, 1, None))):
+        values = list(map(sorted, values))
+        ids = list(chain.from_iterable(values))
+    parts = tuple(map(layout.part_of.__getitem__, ids))
+    ends = list(accumulate(map(len, values)))
+    cuts = map(slice, [0, *ends[:-1]], ends)
+    names = map(layout.topics.__getitem__, topics)
+    return dict(zip(names, map(parts.__getitem__, cuts), strict=True)), ids
+
+
+def _free_ids(owner_of: list[int], start: int, count: int) -> list[int]:
+    """The ids of topic ``start .. start + count - 1`` nobody validly owns, ascending."""
+    part = owner_of[start : start + count]
+    unowned = part.count(-1) + part.count(-2)
+    if not unowned:
+        return []
+    if unowned == count:
+        return list(range(start, start + count))
+    if unowned * 16 < count:  # a few: find each with a C-level search
+        out: list[int] = []
+        for marker in (-1, -2):
+            at = -1
+            try:
+                while True:
+                    at = part.index(marker, at + 1)
+                    out.append(start + at)
+            except ValueError:
+                pass
+        out.sort()
+        return out
+    return list(compress(range(start, start + count), map((0).__gt__, part)))
+
+
+def _water_fill(free: list[int], subscribers: list[int], load: list[int]) -> list[int]:
+    """Who gets each of ``free``, handed out one at a time to the least loaded of
+    ``subscribers`` (lowest index on ties), as popping a heap of ``(load, member)`` would;
+    ``load`` is raised accordingly.
+
+    Done per level instead of per partition: the members with load ``<= n`` take one partition
+    each at level ``n``, in member order.
+    """
+    if len(subscribers) == 1:
+        load[subscribers[0]] += len(free)
+        return [subscribers[0]] * len(free)
+    if len(free) == 1:  # the least loaded, lowest index on ties (min keeps the first)
+        i = min(subscribers, key=load.__getitem__)
+        load[i] += 1
+        return [i]
+    order = sorted(subscribers, key=load.__getitem__)  # stable: by (load, member)
+    loads = list(map(load.__getitem__, order))  # ascending
+    count = len(order)
+    total, joined, partial = len(free), 0, 0
+    receivers: list[int] = []
+    active: list[int] = []
+    level = loads[0]
+    while len(receivers) < total:
+        first = joined
+        joined = bisect_right(loads, level, joined)  # every member with load <= level
+        if joined > first:
+            active = sorted(active + order[first:joined]) if active else order[first:joined]
+        # Levels until the next member joins, or until the partitions run out.
+        levels = loads[joined] - level if joined < count else total
+        levels = min(levels, (total - len(receivers)) // len(active))
+        if levels:
+            receivers.extend(active * levels if levels > 1 else active)
+            level += levels
+        else:  # the last, partial level
+            partial = total - len(receivers)
+            receivers.extend(active[:partial])
+    # Every member that took part is at the level reached, the first ``partial`` one above.
+    deque(map(load.__setitem__, active, repeat(level)), 0)
+    deque(map(load.__setitem__, active[:partial], repeat(level + 1)), 0)
+    return receivers
+
+
+class _LeastLoaded:
+    """The least loaded subscriber of a topic, lowest member index on ties.
+
+    Members are bits of Python ints: one int per load value holds the members at that load,
+    one per topic its subscribers. The answer is the lowest set bit of the first non-zero
+    ``members at load v & subscribers`` for v ascending: a few C-level operations on
+    ints of one bit per member, where scanning the subscribers (or the classes of equal
+    subscriptions, which are as many as the members when subscriptions are random) costs
+    O(members).
+    """
+
+    __slots__ = ("_at", "_bits", "_levels", "_members", "_near_of", "_same", "_subs", "_topics_of")
+
+    def __init__(
+        self, members: int, subs: list[list[int]], load: list[int], topics_of: list[list[int]]
+    ) -> None:
+        self._members = members
+        self._subs = subs
+        self._topics_of = topics_of
+        # Per member, the members it shares a topic with (built on first use).
+        self._near_of = [-1] * members
+        self._same: dict[int, list[int]] = {}
+        for i, ks in enumerate(topics_of):
+            self._same.setdefault(id(ks), []).append(i)
+        self._bits: list[int] = [-1] * len(subs)  # per topic, built on first use
+        self._at: dict[int, int] = {}
+        for i, n in enumerate(load):
+            self._at[n] = self._at.get(n, 0) | (1 << i)
+        self._levels = sorted(self._at)
+
+    def _subscribers(self, k: int) -> int:
+        bits = self._bits[k]
+        if bits < 0:
+            flags = bytearray(b"0" * self._members)
+            deque(map(flags.__setitem__, self._subs[k], repeat(ord("1"))), 0)
+            flags.reverse()
+            bits = self._bits[k] = int(flags, 2)
+        return bits
+
+    def lighter_near(self, a: int, limit: int) -> bool:
+        """Whether a member with load ``<= limit`` subscribes to a topic member ``a`` does."""
+        near = self._near_of[a]
+        if near < 0:
+            bits = self._bits
+            for k in self._topics_of[a]:
+                if bits[k] < 0:
+                    self._subscribers(k)
+            near = reduce(or_, map(bits.__getitem__, self._topics_of[a]), 0)
+            # Members with the same subscription share one list of topics: share the result.
+            for b in self._same[id(self._topics_of[a])]:
+                self._near_of[b] = near
+        at = self._at
+        for n in self._levels:
+            if n > limit:
+                return False
+            if at[n] & near:
+                return True
+        return False
+
+    def least_of(self, k: int) -> int:
+        """The least loaded subscriber of topic ``k`` (-1 if it has none)."""
+        bits = self._subscribers(k)
+        at = self._at
+        for n in self._levels:
+            found = at[n] & bits
+            if found:
+                return (found & -found).bit_length() - 1
+        return -1
+
+    def moved(self, i: int, old: int, new: int) -> None:
+        """Member ``i``'s load went from ``old`` to ``new``."""
+        bit = 1 << i
+        at = self._at
+        rest = at[old] ^ bit
+        if rest:
+            at[old] = rest
+        else:
+            del at[old]
+            self._levels.remove(old)
+        if new in at:
+            at[new] |= bit
+        else:
+            at[new] = bit
+            insort(self._levels, new)
+
+
+class _TopicSets(dict[int, set[int]]):
+    """``topic_sets[i]``: the set of topics member ``i`` subscribes to, made on first use
+    (only the searches that avoid revocations ask), one per distinct subscription."""
+
+    def __init__(self, topics_of: list[list[int]]) -> None:
+        super().__init__()
+        self._topics_of = topics_of
+        self._made: dict[int, set[int]] = {}
+
+    def __missing__(self, i: int) -> set[int]:
+        ks = self._topics_of[i]
+        made = self._made.get(id(ks))
+        if made is None:
+            made = self._made[id(ks)] = set(ks)
+        self[i] = made
+        return made
+
+
+class _ClaimedArray:
+    """The claimed ids of a :func:`_general` plan: those whose ``owner_of`` is not -1."""
+
+    __slots__ = ("_owner_of", "_size")
+
+    def __init__(self, owner_of: list[int]) -> None:
+        self._owner_of = owner_of
+        self._size = len(owner_of) - owner_of.count(-1)
+
+    def __contains__(self, ident: object) -> bool:
+        return (
+            type(ident) is int
+            and 0 <= ident < len(self._owner_of)
+            and (self._owner_of[ident] != -1)
+        )
+
+    def __len__(self) -> int:
+        return self._size
 
 
 def _general(
     layout: Layout,
+    member_ids: list[str],
     subscribed: list[frozenset[str]],
-    owned: list[list[int]],
+    owned: _OwnedIds | _OwnedClaims,
     hinted: Mapping[int, int],
-) -> tuple[list[list[int]], list[list[int]]]:
+) -> Plan:
     """Unequal subscriptions: keep, fill the least loaded eligible member, then rebalance until
     no partition could move to an eligible member with 2+ fewer partitions.
 
+    ``owned`` says what each member validly owns (:class:`_OwnedIds`, :class:`_OwnedClaims`).
     ``hinted`` maps a partition id to the member index a previous plan meant it for; free
-    partitions go there first when that member subscribes to the topic."""
-    members = len(owned)
-    ntopics = len(layout.topics)
-    subs: list[list[int]] = [[] for _ in range(ntopics)]
-    for i, names in enumerate(subscribed):
-        for name in names:
-            subs[layout.index[name]].append(i)
-    for s in subs:
-        s.sort()
+    partitions go there first when that member subscribes to the topic. A member whose claim
+    is exactly what it validly owns (``owned.whole``) and that only gains partitions keeps its
+    claim as the kept part (:attr:`Plan.whole`).
 
-    offsets = layout.offsets
-    # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
-    # moving are the newly given ones.
-    held: list[dict[int, list[int]]] = [{} for _ in range(members)]
-    load = [0] * members
-    fresh_count = [0] * members  # partitions held that the member did not own
-    taken: set[int] = set()
-    for i, ids in enumerate(owned):
-        ids.sort()
-        h = held[i]
-        for ident in ids:
-            k = bisect_left(offsets, ident + 1) - 1
-            h.setdefault(k, []).append(ident)
-        load[i] = len(ids)
-        taken.update(ids)
+    At a million partitions the work is kept per topic and per member, never per partition in
+    Python: the fill hands each topic's free partitions out in bulk (the exact order a heap of
+    ``(load, member)`` would give), the least loaded subscriber of a topic is found from bit
+    sets of the members at each load, and a member's partitions are grouped by topic
+    (``held``) only once the rebalance touches it.
+    """
+    members = len(subscribed)
+    owner_of = owned.owner_of  # complete for every member grouped into held (see _Held)
+    ntopics = len(layout.topics)
+    offsets, counts = layout.offsets, layout.counts
+    subs: list[list[int]] = [[] for _ in range(ntopics)]
+    # topics_of[i]: the topics member i subscribes to (in no particular order: nothing here
+    # depends on it), one list per distinct subscription.
+    topics_of: list[list[int]] = []
+    by_subscription: dict[frozenset[str], list[int]] = {}
+    subs_of = subs.__getitem__
+    for i, names in enumerate(subscribed):
+        ks = by_subscription.get(names)
+        if ks is None:
+            ks = by_subscription[names] = list(map(layout.index.__getitem__, names))
+        topics_of.append(ks)
+        # subs[k].append(i) for each topic, in C; i grows, so each subs[k] stays sorted.
+        deque(map(list.append, map(subs_of, ks), repeat(i)), 0)
+    topic_sets = _TopicSets(topics_of)
+
+    load = list(owned.loads)
 
     # Fill: the most constrained topics first, each partition to the least loaded subscriber.
+    # filled_by[g]: the member the fill gave id g to; filled: those ids, in the order given.
+    filled_by = [-1] * layout.total
+    filled: list[int] = []
     for k in sorted(range(ntopics), key=lambda k: (len(subs[k]), k)):
         if not subs[k]:
             continue
-        start = offsets[k]
-        free = [g for g in range(start, start + layout.counts[k]) if g not in taken]
+        free = owned.free(k)
         if hinted and free:
             rest = []
             name = layout.topics[k]
             for g in free:
                 i = hinted.get(g, -1)
                 if i >= 0 and name in subscribed[i]:
-                    held[i].setdefault(k, []).append(g)
+                    filled_by[g] = i
+                    filled.append(g)
                     load[i] += 1
-                    fresh_count[i] += 1
                 else:
                     rest.append(g)
             free = rest
         if not free:
             continue
-        heap = [(load[i], i) for i in subs[k]]
-        heapq.heapify(heap)
-        for ident in free:
-            n, i = heap[0]
-            held[i].setdefault(k, []).append(ident)
-            heapq.heapreplace(heap, (n + 1, i))
-        for n, i in heap:
-            fresh_count[i] += n - load[i]
-            load[i] = n
+        receivers = _water_fill(free, subs[k], load)
+        if len(free) == counts[k]:
+            filled_by[offsets[k] : offsets[k] + counts[k]] = receivers
+        else:
+            deque(map(filled_by.__setitem__, free, receivers), 0)
+        filled.extend(free)
+    # What the fill gave each member, in the order given: fills[filled_by[g]].append(g), in C.
+    fills: list[list[int]] = [[] for _ in range(members)]
+    deque(map(list.append, map(fills.__getitem__, map(filled_by.__getitem__, filled)), filled), 0)
+    # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
+    # moving are the newly given ones. Grouped only when the rebalance touches the member.
+    held = _Held(layout, owned, fills)
+    # Partitions held that the member did not own: so far, all it was given.
+    fresh_count = list(map(sub, load, owned.loads))
 
     # Rebalance: move from a loaded member to the least loaded eligible member while that member
     # has 2+ fewer. Every move lowers the sum of squared loads, so this terminates.
-    owned_sets = [set(ids) for ids in owned]
-    topic_sets = [{layout.index[name] for name in names} for names in subscribed]
-    topics_of: list[list[int]] = [[] for _ in range(members)]
-    for k, s in enumerate(subs):
-        for i in s:
-            topics_of[i].append(k)
-    # Members with the same subscription form a class; each class keeps a heap of
-    # (load, member) with stale entries skipped lazily, so the least loaded subscriber of a
-    # topic is found among a few class heads rather than among all its subscribers.
-    class_of: dict[frozenset[str], int] = {}
-    member_class = [class_of.setdefault(names, len(class_of)) for names in subscribed]
-    class_heaps: list[list[tuple[int, int]]] = [[] for _ in range(len(class_of))]
-    for i, c in enumerate(member_class):
-        class_heaps[c].append((load[i], i))
-    for class_heap in class_heaps:
-        heapq.heapify(class_heap)
-    topic_classes: list[list[int]] = [[] for _ in range(ntopics)]
-    for names, c in class_of.items():
-        for name in names:
-            topic_classes[layout.index[name]].append(c)
-
-    def class_head(c: int) -> tuple[int, int]:
-        ch = class_heaps[c]
-        while load[ch[0][1]] != ch[0][0]:
-            heapq.heappop(ch)
-        return ch[0]
-
-    def least_of(k: int) -> int:
-        """The least loaded subscriber of topic ``k``, lowest index on ties."""
-        return min(map(class_head, topic_classes[k]))[1]
+    least_finder = _LeastLoaded(members, subs, load, topics_of)
+    least_of = least_finder.least_of
 
     # least[k]: cached least_of(k), -1 if unknown. Kept up to date per move instead of
     # recomputed, so a check costs O(topics held).
-    least = [least_of(k) if s else -1 for k, s in enumerate(subs)]
+    least = [-1] * ntopics
 
     # Owned partitions currently away from their owner: original owner, and holder.
     origin: dict[int, int] = {}
     holder: dict[int, int] = {}
+    touched: set[int] = set()  # members whose partitions the rebalance changed
 
     def move(src: int, dst: int, k: int, n: int) -> None:
+        touched.add(src)
+        touched.add(dst)
         ids = held[src][k]
         moving = ids[len(ids) - n :]
+        deque(map(filled_by.__setitem__, moving, repeat(dst)), 0)  # who holds what, for the end
         del ids[len(ids) - n :]
         if not ids:
             del held[src][k]
         held[dst].setdefault(k, []).extend(moving)
+        least_finder.moved(src, load[src], load[src] - n)
+        least_finder.moved(dst, load[dst], load[dst] + n)
         load[src] -= n
         load[dst] += n
-        heapq.heappush(class_heaps[member_class[src]], (load[src], src))
-        heapq.heappush(class_heaps[member_class[dst]], (load[dst], dst))
-        os_src, os_dst = owned_sets[src], owned_sets[dst]
-        fresh_count[src] -= sum(1 for g in moving if g not in os_src)
-        fresh_count[dst] += sum(1 for g in moving if g not in os_dst)
+        fresh_count[src] -= sum(1 for g in moving if owner_of[g] != src)
+        fresh_count[dst] += sum(1 for g in moving if owner_of[g] != dst)
         for g in moving:
-            if g in os_dst:
+            if owner_of[g] == dst:
                 origin.pop(g, None)
                 holder.pop(g, None)
-            elif g in os_src:
+            elif owner_of[g] == src:
                 origin[g] = src
                 holder[g] = dst
             elif g in holder:
                 holder[g] = dst
-        for kd in topics_of[dst]:
-            if least[kd] == dst:
-                least[kd] = -1
-        ls = load[src]
-        for ks in topics_of[src]:
-            c = least[ks]
-            if c >= 0 and (ls < load[c] or (ls == load[c] and src < c)):
-                least[ks] = src
+        # dst is heavier: it is no longer the least of its topics. src is lighter: it is
+        # now the least of its topics whose known least it beats. (Both checks in C.)
+        its = topics_of[dst]
+        cached = list(map(least.__getitem__, its))
+        if dst in cached:
+            for j in compress(range(len(its)), map(dst.__eq__, cached)):
+                least[its[j]] = -1
+        its = topics_of[src]
+        cached = list(map(least.__getitem__, its))
+        beaten = map(
+            gt, zip(map(load.__getitem__, cached), cached, strict=True), repeat((load[src], src))
+        )
+        for j in compress(range(len(its)), beaten):
+            if cached[j] >= 0:
+                least[its[j]] = src
 
     # Fresh partitions already moved sideways once (see below); bounds those moves.
     swapped: set[int] = set()
@@ -635,10 +1401,9 @@ def _general(
         for c in range(members):
             if not fresh_count[c] or c == b or load[c] <= lb:
                 continue
-            os_c = owned_sets[c]
             work[0] -= len(held[c])
             for k2, ids in held[c].items():
-                if k2 in wanted and ids[-1] not in os_c and ids[-1] not in swapped:
+                if k2 in wanted and owner_of[ids[-1]] != c and ids[-1] not in swapped:
                     cand = (-load[c], k2, c)
                     if found is None or cand < found:
                         found = cand
@@ -683,7 +1448,7 @@ def _general(
                 if work[0] < 0:
                     return False
                 for k, ids in held[x].items():
-                    if k in expanded or ids[-1] in owned_sets[x]:
+                    if k in expanded or owner_of[ids[-1]] == x:
                         continue
                     expanded.add(k)
                     work[0] -= len(subs[k])
@@ -722,7 +1487,7 @@ def _general(
         la = load[a]
         for k, ids in held[a].items():
             g = ids[-1]
-            if g in owned_sets[a] or g in swapped:
+            if owner_of[g] == a or g in swapped:
                 continue
             b = least[k]
             if b < 0:
@@ -759,26 +1524,32 @@ def _general(
             exhausted = False
             while load[a] >= cap:
                 la = load[a]
-                if la - 2 < floor_load:
+                if la - 2 < floor_load or not least_finder.lighter_near(a, la - 2):
+                    # Nobody sharing a topic with a has 2+ fewer: no topic of a has a taker.
                     exhausted = True
                     break
-                # (owned flag, load of b, topic): newly given partitions move first.
-                best: tuple[int, int, int] | None = None
-                best_b = -1
-                for k, ids in held[a].items():
-                    b = least[k]
-                    if b < 0:
-                        b = least[k] = least_of(k)
-                    lb = load[b]
-                    if lb <= la - 2:
-                        cand = (1 if ids[-1] in owned_sets[a] else 0, lb, k)
-                        if best is None or cand < best:
-                            best = cand
-                            best_b = b
-                if best is None:
+                # The smallest (owned flag, load of b, topic) among the topics a holds whose
+                # least loaded subscriber b has 2+ fewer: newly given partitions move first.
+                # Least subscribers, their loads, the flags and the minimum, all in C.
+                topics_held = held[a]
+                keys = list(topics_held)
+                bs = list(map(least.__getitem__, keys))
+                if -1 in bs:
+                    for j in compress(range(len(bs)), map((-1).__eq__, bs)):
+                        bs[j] = least[keys[j]] = least_of(keys[j])
+                lbs = list(map(load.__getitem__, bs))
+                takers = list(compress(range(len(lbs)), map((la - 2).__ge__, lbs)))
+                if not takers:
                     exhausted = True
                     break
-                owned_flag, lb, k = best
+                ks = list(map(keys.__getitem__, takers))
+                if owned.loads[a]:  # else nothing a holds is its own: no list needed
+                    lasts = map(_last, map(topics_held.__getitem__, ks))
+                    flags: Iterable[int] = map(int, map(a.__eq__, map(owner_of.__getitem__, lasts)))
+                else:
+                    flags = repeat(0)
+                owned_flag, lb, k = min(zip(flags, map(lbs.__getitem__, takers), ks, strict=False))
+                best_b = least[k]
                 changed = True
                 if owned_flag:
                     if augment(a, 2) or lower_down(a) or raise_up(best_b):
@@ -789,39 +1560,72 @@ def _general(
                 fresh = 1
                 if not owned_flag:
                     ids = held[a][k]
-                    os_a = owned_sets[a]
                     fresh = 0
                     for g in reversed(ids):
-                        if g in os_a:
+                        if owner_of[g] == a:
                             break
                         fresh += 1
                 move(a, best_b, k, min(fresh, (la - lb) // 2, max(1, la - cap + 1)))
             if not exhausted:
                 heapq.heappush(donors, (-load[a], a))
 
-    if origin:
+    detoured = bool(origin)
+    if detoured:
         work_left = 2 * (members + layout.total) + 10_000
-        _undo_detours(held, owned_sets, origin, holder, subs, topic_sets, offsets, work_left)
+        _undo_detours(
+            held, owner_of, origin, holder, subs, topic_sets, offsets, load, work_left, touched
+        )
+
+    if not any(owned.loads):
+        # Nobody owned anything (a fresh group): filled_by, kept up to date by every move,
+        # says who holds each partition, so the assignments are built topic by topic.
+        return _fresh_plan(layout, member_ids, filled_by, owned.claimed)
 
     kept: list[list[int]] = []
     added: list[list[int]] = []
+    out_whole = list(owned.whole)
+    ready: list[dict[str, tuple[int, ...]] | None] = [None] * members
     for i in range(members):
-        mine = list(chain.from_iterable(held[i].values()))
-        os_ = owned_sets[i]
-        kept.append([g for g in mine if g in os_])
-        added.append([g for g in mine if g not in os_])
-    return kept, added
+        if i not in touched:
+            # The rebalance left it alone: it kept all it owned, and gained what the fill
+            # gave it.
+            kept.append([] if out_whole[i] is not None else owned.ids(i))
+            added.append(fills[i])
+            continue
+        out_whole[i] = None
+        mine_held = held[i]
+        if isinstance(mine_held, _TopicIds):  # all given: no need to make every list
+            mine = mine_held.ids()
+            kept.append([])
+            added.append(mine)
+            continue
+        ready[i], mine = _grouped_held(layout, mine_held)
+        if detoured:  # taking back detours moves partitions without counting them
+            kept.append([g for g in mine if owner_of[g] == i])
+            added.append([g for g in mine if owner_of[g] != i])
+        elif not fresh_count[i]:
+            kept.append(mine)
+            added.append([])
+        elif fresh_count[i] == len(mine):
+            kept.append([])
+            added.append(mine)
+        else:
+            kept.append([g for g in mine if owner_of[g] == i])
+            added.append([g for g in mine if owner_of[g] != i])
+    return Plan(layout, member_ids, kept, added, owned.claimed, out_whole, owned.ordered, ready)
 
 
 def _undo_detours(
-    held: list[dict[int, list[int]]],
-    owned_sets: list[set[int]],
+    held: _Held,
+    owner_of: list[int],
     origin: dict[int, int],
     holder: dict[int, int],
     subs: list[list[int]],
-    topic_sets: list[set[int]],
+    topic_sets: _TopicSets,
     offsets: list[int],
+    loads: list[int],
     work: int,
+    touched: set[int],
 ) -> None:
     """Take back moves the plan does not need, in place, never leaving it less balanced.
 
@@ -839,21 +1643,19 @@ def _undo_detours(
     on it may come to hold a new topic). Searches are Bellman-Ford (queue based) within a
     ``work`` budget linear in the group's size: past it, the plan is kept as it is.
     """
-    members = len(held)
-    owner_of = origin  # only partitions away from their owner have one that is not the holder
+    members = held.members
 
     def hops_from(u: int) -> Iterator[tuple[int, int, int]]:
         """(topic, receiver, cost) of every hop ``u`` can make."""
         nonlocal work
-        mine = owned_sets[u]
         for k, ids in held[u].items():
             work -= len(ids)
             back: set[int] = set()
             base = 1
             for g in ids:
-                if g not in mine:
+                if owner_of[g] != u:
                     base = 0
-                    o = owner_of.get(g, -1)
+                    o = origin.get(g, -1)
                     if o >= 0:
                         back.add(o)
             work -= len(subs[k])
@@ -865,11 +1667,10 @@ def _undo_detours(
         """The partition of topic ``k`` that ``u`` gives ``v``: v's own, else a moved one,
         else (only then) one ``u`` owns."""
         ids = held[u][k]
-        mine = owned_sets[u]
         moved = -1
         for g in ids:
-            if g not in mine:
-                if owner_of.get(g, -1) == v:
+            if owner_of[g] != u:
+                if origin.get(g, -1) == v:
                     return g
                 if moved < 0:
                     moved = g
@@ -909,21 +1710,23 @@ def _undo_detours(
     def apply(chosen: list[tuple[int, int, int, int]]) -> None:
         """Make each hop (giver, receiver, topic, partition), keeping origin/holder right."""
         for u, v, kk, gg in chosen:
+            touched.add(u)
+            touched.add(v)
             ids = held[u][kk]
             ids.remove(gg)
             if not ids:
                 del held[u][kk]
             held[v].setdefault(kk, []).append(gg)
-            if gg in owned_sets[v]:
+            if owner_of[gg] == v:
                 origin.pop(gg, None)
                 holder.pop(gg, None)
-            elif gg in owned_sets[u]:
+            elif owner_of[gg] == u:
                 origin[gg] = u
                 holder[gg] = v
             elif gg in holder:
                 holder[gg] = v
 
-    load = [sum(map(len, h.values())) for h in held]
+    load = list(loads)
 
     def imbalance() -> int:
         """Partitions that could move to an eligible member with 2+ fewer."""

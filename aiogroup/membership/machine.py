@@ -950,7 +950,7 @@ class GroupMember:
             )
             subscriptions = drop_claims(claimed, self.stale_claims)
         metadata = self._metadata or {}
-        group_topics = {t for s in subscriptions.values() for t in s.topics}
+        group_topics = set().union(*(s.topics for s in subscriptions.values()))
         partitions_per_topic = {t: metadata[t] for t in sorted(group_topics) if t in metadata}
         all_members = sorted({m.member_id for m in self._join_members})
         try:
@@ -1287,7 +1287,8 @@ class GroupMember:
                 bad.add(member.member_id)
         self._join_subscriptions = subscriptions
         self.undecodable_members = frozenset(bad)
-        self._group_topics = frozenset(t for s in subscriptions.values() for t in s.topics)
+        # One C-level union: a large group's members list a million topics in all.
+        self._group_topics = frozenset().union(*(s.topics for s in subscriptions.values()))
         known = self._metadata or {}
         if self._metadata is None or not self._group_topics <= set(known):
             # The leader assigns from metadata covering every member's topics. It waits at

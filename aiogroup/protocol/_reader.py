@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import operator
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate, chain, compress
 from typing import Any
 
 from aiogroup.errors import InvalidFieldError, TruncatedError
@@ -241,23 +242,155 @@ def scan_strings(buf: bytes, pos: int) -> tuple[list[str], int] | None:
     return result, pos
 
 
+class _BlockTemplate:
+    """The layout of one ``(topic, [int32])`` array: its topic headers and partition counts.
+
+    The members of a large group own the same topics in the same numbers (one or two partitions
+    of each, say), so the leader meets the same layout in nearly every member's payload; only
+    the partition numbers differ. A template reads such a block with one ``struct`` call that
+    returns the headers (length, name, count) as bytes and the partitions as ints, and accepts
+    the result only if every header equals its own: the bytes then parse exactly as the loop
+    would parse them.
+    """
+
+    __slots__ = (
+        "count",
+        "head_at",
+        "heads",
+        "last_at",
+        "names",
+        "prefix",
+        "singles_at",
+        "size",
+        "slices",
+        "unpack",
+    )
+
+    def __init__(self, shape: list[tuple[bytes, int]]) -> None:
+        fmt = [">i"]
+        heads: list[bytes] = []
+        head_pos: list[int] = []
+        slices: list[slice] = []
+        names = _TOPIC_NAMES
+        at = 1
+        for raw, cnt in shape:
+            fmt.append(f"{6 + len(raw)}s{cnt}i")
+            heads.append(pack_i16(len(raw)) + raw + pack_i32(cnt))
+            head_pos.append(at)
+            slices.append(slice(at + 1, at + 1 + cnt))
+            at += 1 + cnt
+        layout = struct.Struct("".join(fmt))
+        self.count = len(shape)
+        self.unpack = layout.unpack_from
+        self.size = layout.size
+        self.heads = tuple(heads)
+        # Cheap first checks: the count and first header, and the last header where this
+        # layout puts it (a block of other topics almost always fails one of them).
+        self.prefix = pack_i32(len(shape)) + heads[0]
+        self.last_at = layout.size - 4 * shape[-1][1] - len(heads[-1])
+        self.head_at = operator.itemgetter(*head_pos)
+        self.names = tuple(names[raw] for raw, _ in shape)
+        self.slices = slices
+        #: One partition per topic (the usual layout): where those partitions are.
+        self.singles_at = (
+            operator.itemgetter(*(s.start for s in slices))
+            if all(cnt == 1 for _, cnt in shape)
+            else None
+        )
+
+    def read(self, buf: bytes, pos: int) -> dict[str, tuple[int, ...]] | None:
+        """The block at ``pos`` if it has this layout, else ``None``."""
+        if not (
+            buf.startswith(self.prefix, pos) and buf.startswith(self.heads[-1], pos + self.last_at)
+        ):
+            return None
+        try:
+            values = self.unpack(buf, pos)
+        except struct.error:  # too few bytes left for this layout
+            return None
+        if values[0] != self.count or self.head_at(values) != self.heads:
+            return None
+        if self.singles_at is not None:
+            parts = self.singles_at(values)
+            if min(parts) >= 0:
+                singles = singles_for(max(parts))
+                if singles is not None:
+                    return dict(zip(self.names, map(singles.__getitem__, parts), strict=True))
+        return dict(zip(self.names, map(values.__getitem__, self.slices), strict=True))
+
+
+#: ``(p,)`` for small partition numbers, shared by every decoded block (grown on demand up to
+#: ``_MAX_SINGLE``): one partition per topic is the usual layout of a large group, and a shared
+#: tuple costs neither an allocation nor a garbage-collector entry.
+_SINGLES: list[tuple[int]] = []
+_MAX_SINGLE = 1 << 16
+
+
+def singles_for(top: int) -> list[tuple[int]] | None:
+    """The shared ``(p,)`` tuples, covering ``p <= top``; ``None`` past the bound."""
+    if top >= len(_SINGLES):
+        if top >= _MAX_SINGLE:
+            return None
+        _SINGLES.extend((p,) for p in range(len(_SINGLES), max(top + 1, 2 * len(_SINGLES))))
+    return _SINGLES
+
+
+#: Blocks of fewer topics are read by the loop: a template saves little there.
+_TEMPLATE_MIN_TOPICS = 16
+#: The last block layout seen twice in a row, and the layout of the last block read by the loop.
+_template: _BlockTemplate | None = None
+_candidate: tuple[tuple[bytes, int], ...] = ()
+#: Templates made, by layout (a few: members of a group fall into a few layouts), oldest first.
+_templates: dict[tuple[tuple[bytes, int], ...], _BlockTemplate] = {}
+_MAX_TEMPLATES = 8
+#: The same templates, by their count and first header (the latest for each).
+_by_prefix: dict[bytes, _BlockTemplate] = {}
+
+
 def scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ...]], int] | None:
     """Parse an array of ``(topic, [int32])`` at ``pos``; ``None`` if anything is off.
 
     Wire order is kept: partitions are neither sorted nor deduplicated. A topic that appears
     twice is left to the careful path, which concatenates its lists so nothing is lost.
+
+    A block laid out like earlier ones (same topics, same partition counts) is read with one
+    call (:class:`_BlockTemplate`): a layout met twice in a row becomes a template, and a few
+    are kept, found by the block's first topic.
     """
+    global _template
+    tmpl = _template
+    if tmpl is not None:
+        result = tmpl.read(buf, pos)
+        if result is not None:
+            return result, pos + tmpl.size
+        # Members alternating between layouts: the template starting with this block's topic.
+        try:
+            other = _by_prefix.get(buf[pos : pos + 10 + unpack_i16(buf, pos + 4)[0]])
+        except struct.error:
+            other = None
+        if other is not None and other is not tmpl:
+            result = other.read(buf, pos)
+            if result is not None:
+                _template = other
+                return result, pos + other.size
+    return _scan_topic_partitions(buf, pos)
+
+
+def _scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ...]], int] | None:
+    global _template, _candidate
     end = len(buf)
     unpack_arrays = _ARRAY_UNPACK
     unpack_heads = _HEAD_UNPACK
     names = _TOPIC_NAMES
     result: dict[str, tuple[int, ...]] = {}
+    shape: list[tuple[bytes, int]] = []
     try:
         n: int = unpack_i32(buf, pos)[0]
         pos += 4
         # Each element is at least a 2-byte topic length and a 4-byte partition count.
         if n < 0 or 6 * n > end - pos:
             return None
+        keep_shape = _TEMPLATE_MIN_TOPICS <= n <= _CACHE_LIMIT
         for _ in range(n):
             tlen: int = unpack_i16(buf, pos)[0]
             start = pos + 6 + tlen  # of the partitions
@@ -266,15 +399,31 @@ def scan_topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, ..
             if tlen < 0 or start > end:
                 return None
             # The topic bytes and the partition count in one call.
-            raw, cnt = unpack_heads[tlen](buf, pos + 2)
+            head = unpack_heads[tlen](buf, pos + 2)
+            raw, cnt = head
             pos = start + 4 * cnt
             if cnt < 0 or pos > end:
                 return None
             result[names[raw]] = unpack_arrays[cnt](buf, start)
+            if keep_shape:
+                shape.append(head)
     except (struct.error, UnicodeDecodeError):
         return None
     if len(result) != n:  # a repeated topic
         return None
+    if shape:
+        key = tuple(shape)
+        known = _templates.get(key)
+        if known is not None:
+            _template = known  # a layout met before: read the next block with it
+        elif key == _candidate:
+            if len(_templates) >= _MAX_TEMPLATES:
+                oldest = _templates.pop(next(iter(_templates)))
+                if _by_prefix.get(oldest.prefix) is oldest:
+                    del _by_prefix[oldest.prefix]
+            _template = _templates[key] = _BlockTemplate(shape)
+            _by_prefix[_template.prefix] = _template
+        _candidate = key
     return result, pos
 
 
@@ -323,6 +472,11 @@ def pack_topic_partitions(mapping: Any, out: list[bytes]) -> None:
     """
     if not isinstance(mapping, dict):
         raise Slow
+    if len(mapping) >= _TEMPLATE_MIN_TOPICS:
+        packed = _pack_by_topics(mapping)
+        if packed is not None:
+            out.append(packed)
+            return
     topics = sorted(mapping)
     append = out.append
     append(pack_i32(len(topics)))
@@ -339,6 +493,91 @@ def pack_topic_partitions(mapping: Any, out: list[bytes]) -> None:
         # cost of a short list, and a list of 0 or 1 partitions is sorted already.
         append(headers[topic][n])
         append(packers[n](*sorted(values)) if n > 1 else packers[n](*values))
+
+
+class _TopicsLayout:
+    """How to write one set of topics (the keys of a partitions dict, in their order): the
+    order to write them in, their cached headers, and for the usual layout of one partition
+    per topic a ``struct`` that writes the whole array in one call.
+
+    A leader writes one assignment per member, and the members of a large group hold the same
+    topics: the layout of the last dict written is kept and reused while the keys repeat.
+    """
+
+    __slots__ = ("at", "getter", "headers", "keys", "ones", "ordered")
+
+    def __init__(self, keys: tuple[Any, ...]) -> None:
+        ordered = sorted(keys)  # TypeError for keys that are not all str: the caller gives up
+        self.keys = keys
+        self.ordered = tuple(ordered) if ordered != list(keys) else None
+        self.getter = operator.itemgetter(*ordered) if self.ordered else None
+        # Raises Slow for a topic that is not a str or is too long: the caller gives up.
+        self.headers = [_TOPIC_HEADERS[topic] for topic in ordered]
+        heads = [h[1] for h in self.headers]
+        fmt = f">i{''.join(f'{len(h)}si' for h in heads)}"
+        pack = struct.Struct(fmt).pack
+        n = len(ordered)
+        # (count, head, partition, head, partition, ...): heads sit at the odd positions.
+        self.ones: tuple[Callable[..., bytes], list[bytes], int] = (pack, heads, n)
+        #: Where each topic's header starts in that layout.
+        self.at = list(accumulate((len(h) + 4 for h in heads[:-1]), initial=4))
+
+
+def _pack_by_topics(mapping: dict[Any, Any]) -> bytes | None:
+    """The whole ``(topic, [int32])`` array of ``mapping`` in a few C-level calls, or ``None``
+    to let the per-topic loop handle (and judge) it."""
+    global _last_layout
+    keys = tuple(mapping)
+    layout = _last_layout
+    try:
+        if layout is None or keys != layout.keys:
+            if len(keys) > _CACHE_LIMIT:
+                return None
+            layout = _last_layout = _TopicsLayout(keys)
+        values = list(mapping.values()) if layout.getter is None else list(layout.getter(mapping))
+        if not _FAST_SEQUENCES_SET.issuperset(map(type, values)):
+            return None
+        counts = list(map(len, values))
+        pack, heads, n = layout.ones
+        if counts.count(1) == n:
+            return pack(
+                n, *chain.from_iterable(zip(heads, chain.from_iterable(values), strict=True))
+            )
+        several = list(compress(range(n), map((1).__ne__, counts)))
+        if len(several) * 8 < n:
+            # A few topics with other counts: write one partition per topic (the first, or 0),
+            # then put each of those topics' real bytes in place, last first.
+            firsts = list(values)
+            for j in several:
+                firsts[j] = _ZERO
+            out = pack(
+                n, *chain.from_iterable(zip(heads, chain.from_iterable(firsts), strict=True))
+            )
+            for j in reversed(several):
+                at = layout.at[j]
+                head = layout.headers[j][counts[j]]
+                part = _ARRAY_PACK[counts[j]](*sorted(values[j]))
+                out = b"".join((out[:at], head, part, out[at + len(heads[j]) + 4 :]))
+            return out
+        # Any counts: one pack of every partition, cut per topic behind its header.
+        if max(counts) > 1:
+            values = list(map(sorted, values))
+        body = _ARRAY_PACK[sum(counts)](*chain.from_iterable(values))
+        ends = list(accumulate(map((4).__mul__, counts)))
+        pieces = map(body.__getitem__, map(slice, chain((0,), ends), ends))
+        heads_n = map(_CountedHeaders.__getitem__, layout.headers, counts)
+        return pack_i32(n) + b"".join(chain.from_iterable(zip(heads_n, pieces, strict=True)))
+    except FAST_ENCODE_ERRORS:
+        return None
+
+
+_last_layout: _TopicsLayout | None = None
+
+
+_ZERO = (0,)
+
+
+_FAST_SEQUENCES_SET = frozenset(_FAST_SEQUENCES)
 
 
 FAST_ENCODE_ERRORS = (Slow, struct.error, TypeError, AttributeError, UnicodeError, ValueError)

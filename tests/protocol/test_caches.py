@@ -176,3 +176,75 @@ def test_zero_and_one_partition_lists() -> None:
         encode_assignment(Assignment({"o": [1.0]}))  # type: ignore[list-item]
     with pytest.raises(InvalidFieldError):
         encode_assignment(Assignment({"o": [2**31]}))
+
+
+# --- block templates (decode) and topic layouts (encode) of large arrays ---------------------
+
+many_topics = st.lists(
+    st.sampled_from([f"topic-{i:03d}" for i in range(40)]), min_size=16, max_size=40, unique=True
+)
+
+
+@st.composite
+def large_blocks(draw: st.DrawFn) -> dict[str, Any]:
+    """Mostly one partition per topic (the template's layout), some topics with none or
+    several, some lists unsorted or given as lists: every shape the fast paths meet."""
+    topics = draw(many_topics)
+    out: dict[str, Any] = {}
+    odd = draw(st.sampled_from([0, 1, 3, 8]))  # in 24: how often a topic has 0, 2 or 3
+    for t in topics:
+        n = draw(st.sampled_from([1] * (24 - odd) + [0, 2, 3][: odd and 3] * odd))
+        parts = draw(st.lists(st.integers(0, 70000), min_size=n, max_size=n))
+        out[t] = list(parts) if draw(st.integers(0, 5)) == 0 else tuple(parts)
+    return out
+
+
+def careful_assignment(a: Assignment) -> bytes:
+    w = _reader.Writer()
+    w.int16(3, "version")
+    w.topic_partitions(a.partitions, "assigned_partitions")
+    w.nullable_bytes(a.user_data, "user_data")
+    return w.getvalue()
+
+
+@given(st.lists(large_blocks(), min_size=1, max_size=6))
+def test_large_arrays_encode_and_decode_as_the_careful_path(blocks: list[dict[str, Any]]) -> None:
+    """A run of members whose arrays share a layout (templates made and used) or not (missed):
+    the bytes are the careful writer's, and decoding gives back what the careful reader
+    reads, whatever was decoded before."""
+    for parts in blocks + blocks:  # twice: the second pass meets templates made by the first
+        assignment = Assignment(parts)
+        wire = encode_assignment(assignment)
+        assert wire == careful_assignment(assignment)
+        decoded = decode_assignment(wire)
+        reader = _reader.Reader(wire, 2)
+        n = reader.count("assigned_partitions", 6)
+        expect = {}
+        for _ in range(n):
+            topic = reader.string("t")
+            expect[topic] = reader.int32_array("p")
+        assert decoded.partitions == expect
+        assert {t: sorted(ps) for t, ps in parts.items()} == {
+            t: list(ps) for t, ps in decoded.partitions.items()
+        }
+        sub = Subscription(sorted(parts), owned_partitions=parts, generation_id=3)
+        assert decode_subscription(encode_subscription(sub)) == careful(encode_subscription(sub))
+
+
+def test_a_template_does_not_read_a_block_with_other_headers() -> None:
+    """Same count and sizes, one topic name different: the template must not match."""
+    topics = [f"topic-{i:03d}" for i in range(20)]
+    first = encode_assignment(Assignment({t: (1,) for t in topics}))
+    decode_assignment(first)
+    decode_assignment(first)  # now a template
+    assert _reader._template is not None
+    other = [*topics[:-1], "topic-999"]
+    wire = encode_assignment(Assignment({t: (2,) for t in other}))
+    assert decode_assignment(wire).partitions == {t: (2,) for t in other}
+    # A negative or large partition in the template's layout is read as it is.
+    odd = encode_assignment(
+        Assignment({t: (-5 if i == 3 else 70000,) for i, t in enumerate(topics)})
+    )
+    assert decode_assignment(odd).partitions == {
+        t: (-5 if i == 3 else 70000,) for i, t in enumerate(topics)
+    }

@@ -1,0 +1,164 @@
+"""The pieces the balancer uses at scale, each against the plain code it stands for.
+
+At a million partitions the sticky balancer replaces per-partition loops with bulk steps; each
+must answer exactly as the loop would, or the plan changes:
+
+- ``_water_fill`` hands a topic's free partitions out as popping a heap of ``(load, member)``;
+- ``_LeastLoaded`` finds the least loaded subscriber of a topic (lowest index on ties) from bit
+  sets, and whether a lighter member shares a topic with a donor;
+- ``ClaimIndex`` answers claimed / distinct / regular / within / unclaimed per topic;
+- ``_TopicIds`` behaves as the dict of lists it stands for;
+- ``Layout.grouped`` groups ids the same way whatever path it takes, and ``_in_order`` says
+  whether a claim is sorted.
+"""
+
+from __future__ import annotations
+
+import heapq
+from itertools import chain
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aiogroup.assignors._claims import ClaimIndex
+from aiogroup.assignors._sticky_core import (
+    Layout,
+    _in_order,
+    _LeastLoaded,
+    _TopicIds,
+    _water_fill,
+)
+
+
+def heap_fill(free: list[int], subscribers: list[int], load: list[int]) -> list[int]:
+    """The loop _water_fill replaces: each partition to the least loaded, lowest index."""
+    heap = [(load[i], i) for i in subscribers]
+    heapq.heapify(heap)
+    receivers = []
+    for _ in free:
+        n, i = heap[0]
+        receivers.append(i)
+        heapq.heapreplace(heap, (n + 1, i))
+    for n, i in heap:
+        load[i] = n
+    return receivers
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.integers(0, 6), min_size=1, max_size=12),
+    st.data(),
+)
+def test_water_fill_is_the_heap(loads: list[int], data: st.DataObject) -> None:
+    members = list(range(len(loads)))
+    subscribers = sorted(data.draw(st.lists(st.sampled_from(members), min_size=1, unique=True)))
+    free = list(range(100, 100 + data.draw(st.integers(1, 40))))
+    want_load, got_load = list(loads), list(loads)
+    want = heap_fill(free, subscribers, want_load)
+    assert _water_fill(free, subscribers, got_load) == want
+    assert got_load == want_load
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_least_loaded_is_the_minimum(data: st.DataObject) -> None:
+    members = data.draw(st.integers(1, 10))
+    ntopics = data.draw(st.integers(1, 6))
+    topics_of = [
+        data.draw(st.lists(st.integers(0, ntopics - 1), unique=True)) for _ in range(members)
+    ]
+    subs = [[i for i in range(members) if k in topics_of[i]] for k in range(ntopics)]
+    load = data.draw(st.lists(st.integers(0, 5), min_size=members, max_size=members))
+    finder = _LeastLoaded(members, subs, load, topics_of)
+    for _ in range(data.draw(st.integers(0, 8))):
+        i = data.draw(st.integers(0, members - 1))
+        new = max(0, load[i] + data.draw(st.integers(-2, 2)))
+        finder.moved(i, load[i], new)
+        load[i] = new
+        for k in range(ntopics):
+            want = min(((load[m], m) for m in subs[k]), default=(0, -1))[1]
+            assert finder.least_of(k) == want
+    for a in range(members):
+        for limit in range(-1, 7):
+            near = {m for k in topics_of[a] for m in subs[k]}
+            want_near = any(load[m] <= limit for m in near)
+            finder2 = _LeastLoaded(members, subs, list(load), topics_of)
+            assert finder2.lighter_near(a, limit) == want_near
+
+
+claims = st.dictionaries(
+    st.sampled_from("abc"), st.lists(st.integers(-1, 6), max_size=4).map(tuple), max_size=3
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(claims, max_size=5))
+def test_claim_index_answers_as_the_claims_do(maps: list[dict[str, tuple[int, ...]]]) -> None:
+    index = ClaimIndex(maps)
+    for topic in "abcd":
+        every = [p for m in maps for p in m.get(topic, ())]
+        assert sorted(index.claims.get(topic, [])) == sorted(every)
+        assert index.distinct(topic) == (len(set(every)) == len(every))
+        assert index.regular(topic) == (len(set(every)) == len(every))
+        for p in range(-2, 8):
+            assert index.claimed(topic, p) == (p in every)
+        if index.regular(topic):
+            count = 7
+            assert index.within(topic, count) == all(0 <= p < count for p in every)
+            if index.within(topic, count):
+                want = [p for p in range(count) if p not in every]
+                assert index.unclaimed(topic, count) == want
+
+
+def test_claim_index_refuses_what_is_not_an_int() -> None:
+    index = ClaimIndex([{"a": (True, 2)}, {"b": (1.0,)}, {"c": (1, 2)}])
+    assert not index.regular("a") and not index.regular("b") and index.regular("c")
+
+
+def test_topic_ids_behave_as_a_dict_of_lists() -> None:
+    given_ids = [10, 11, 20, 30, 31, 32]
+    topics = [1, 1, 2, 3, 3, 3]
+    lazy = _TopicIds(given_ids, topics)
+    plain = {1: [10, 11], 2: [20], 3: [30, 31, 32]}
+    assert list(lazy) == list(plain) and len(lazy) == 3 and 2 in lazy
+    assert lazy[3][-1] == 32
+    del lazy[3][-1:]
+    del plain[3][-1:]
+    lazy.setdefault(4, []).append(40)
+    plain.setdefault(4, []).append(40)
+    del lazy[2]
+    del plain[2]
+    assert sorted(lazy.ids()) == sorted(chain.from_iterable(plain.values()))
+    assert lazy.get(9) is None and lazy.get(1) == [10, 11]
+    assert list(lazy.items()) == list(plain.items())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=6), st.data())
+def test_grouped_paths_agree(counts: list[int], data: st.DataObject) -> None:
+    layout = Layout({f"t{k}": n for k, n in enumerate(counts)})
+    ids = sorted(data.draw(st.sets(st.integers(0, layout.total - 1))))
+    want: dict[str, list[int]] = {}
+    for g in ids:
+        k = max(k for k, o in enumerate(layout.offsets) if o <= g)
+        want.setdefault(layout.topics[k], []).append(g - layout.offsets[k])
+    expected = {t: tuple(ps) for t, ps in want.items()}
+    assert layout.grouped(ids) == expected
+    assert list(layout.grouped(ids)) == list(expected)
+    names = [layout.topics[max(k for k, o in enumerate(layout.offsets) if o <= g)] for g in ids]
+    if ids:
+        assert layout._cut(ids, names) == expected
+    assert Layout({f"t{k}": n for k, n in enumerate(counts)})._grouped_few(ids) == expected
+
+
+@given(claims.filter(bool))
+def test_in_order(claim: dict[str, tuple[int, ...]]) -> None:
+    clean = {t: tuple(dict.fromkeys(ps)) for t, ps in claim.items()}  # no partition twice
+    lens = [len(ps) for ps in clean.values()]
+    want = (
+        bool(lens)
+        and 0 not in lens
+        and list(clean) == sorted(clean)
+        and all(list(ps) == sorted(ps) for ps in clean.values())
+    )
+    assert _in_order(clean, lens) == want
