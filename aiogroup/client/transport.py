@@ -81,6 +81,8 @@ API_VERSIONS: dict[str, tuple[int, int]] = {
     "OffsetCommit": (2, 9),
     "OffsetFetch": (1, 7),
     "Metadata": (1, 12),
+    # Read-only, for ``aiogroup group`` (aiogroup.admin): Kafka 2.3 speaks 0-3.
+    "DescribeGroups": (0, 5),
 }
 
 #: Error codes meaning "the coordinator moved or is not ready": find it again, then retry.
