@@ -348,7 +348,16 @@ class Assessment:
 
     @property
     def eager_members(self) -> list[str]:
+        """Member ids known to run EAGER."""
         return sorted(m for m, mode in self.modes.items() if mode is MemberMode.EAGER)
+
+    @property
+    def step_text(self) -> str:
+        """The step in words, saying how sure it is."""
+        if self.step is Step.VOTE_MOVED and not self.eager_members:
+            return ("the vote has moved: cooperative protocol; some members may still run "
+                    "EAGER (not visible from one snapshot)")
+        return STEP_TEXT[self.step]
 
 
 def member_mode(
@@ -410,9 +419,9 @@ def assess(
     if not group.stable:
         return Assessment(
             Step.UNKNOWN, Verdict.WAIT,
-            (f"the group is rebalancing ({group.state}): members and assignments are shown "
-             "only once it is Stable",),
-            "wait until the group is Stable again before bouncing the next member", {},
+            (f"the group is rebalancing ({group.state})",),
+            "wait until the group is Stable again before bouncing the next member (members' "
+            "metadata and assignments are shown only while it is Stable)", {},
         )
     if not group.has_metadata and not group.has_assignments:
         return Assessment(

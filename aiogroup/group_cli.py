@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from aiogroup.admin import (
-    STEP_TEXT,
     Assessment,
     GroupDescription,
     GroupInspector,
@@ -183,7 +182,7 @@ def render_describe(group: GroupDescription, a: Assessment) -> str:
         ("protocol", f"{group.protocol_type or '-'} / {protocol}"),
         ("members", f"{len(group.members)}; {_assignment_text(group, a)}"),
         ("topics", topics),
-        ("step", STEP_TEXT[a.step]),
+        ("step", a.step_text),
         ("next bounce", _verdict_text(a) + ("" if a.safe else ": " + "; ".join(a.reasons))),
         ("advice", a.advice),
     ]
@@ -282,7 +281,8 @@ def _summary_line(group: GroupDescription, a: Assessment, watch: GroupWatch) -> 
     gen = group.generation
     protocol = group.protocol or "-"
     eager = a.eager_members
-    step = a.step.value + (f" ({len(eager)} EAGER)" if a.step is Step.VOTE_MOVED else "")
+    shown = a.step is Step.VOTE_MOVED and group.stable
+    step = a.step.value + (f" ({len(eager)} EAGER)" if shown else "")
     verdict = _verdict_text(a)
     if not a.safe and a.reasons:
         verdict += ": " + a.reasons[0]
@@ -364,7 +364,7 @@ async def watch(
                     print(_summary_line(group, a, state), file=out, flush=True)
                     for change in _changes(before, group):
                         print(f"          {change}", file=out, flush=True)
-                    if state.restarted and _changes(before, group):
+                    if any(c.startswith("joined") for c in _changes(before, group)):
                         print(f"          {state.restarted} member(s) joined since the watch "
                               "began", file=out, flush=True)
                     if verbose and group.members:
