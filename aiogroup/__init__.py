@@ -1,8 +1,19 @@
-"""aiogroup: an asyncio member of Kafka's classic consumer group protocol (KIP-429 cooperative)."""
+"""aiogroup: an asyncio member of Kafka's classic consumer group protocol (KIP-429 cooperative).
 
-from aiogroup.client import GroupMember, RebalanceOutcome
-from aiogroup.errors import AiogroupError, CodecError, ConfigurationError, KafkaError
-from aiogroup.protocol.types import Assignment, Subscription, TopicPartition
+Names are imported lazily, so ``import aiogroup`` (which pytest does for aiogroup's plugin in
+every project where aiogroup is installed) does not load the client and its dependencies.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiogroup._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from aiogroup.client import GroupMember, RebalanceOutcome
+    from aiogroup.errors import AiogroupError, CodecError, ConfigurationError, KafkaError
+    from aiogroup.protocol.types import Assignment, Subscription, TopicPartition
 
 __version__ = "0.1.0"
 
@@ -18,3 +29,18 @@ __all__ = [
     "TopicPartition",
     "__version__",
 ]
+
+_WHERE = {
+    "GroupMember": "aiogroup.client",
+    "RebalanceOutcome": "aiogroup.client",
+    "AiogroupError": "aiogroup.errors",
+    "CodecError": "aiogroup.errors",
+    "ConfigurationError": "aiogroup.errors",
+    "KafkaError": "aiogroup.errors",
+    "Assignment": "aiogroup.protocol.types",
+    "Subscription": "aiogroup.protocol.types",
+    "TopicPartition": "aiogroup.protocol.types",
+}
+
+
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

@@ -1,15 +1,23 @@
 """``python -m aiogroup demo``: watch a cooperative group rebalance on a real broker.
 
-Starts the Tansu broker from the ``broker`` extra on a free loopback port, creates a topic, and
-runs a small group of aiogroup members with the cooperative-sticky assignor (KIP-429):
+Starts a broker (Tansu from the ``broker`` extra on a free loopback port, or with ``--broker
+embedded`` aiogroup's own), creates a topic and runs a small group of aiogroup members with the
+cooperative-sticky assignor (KIP-429):
 
 1. ``member-1`` joins and gets every partition;
-2. ``member-2`` and ``member-3`` join one at a time: the members already in the group revoke
-   only the partitions that move, and keep the rest;
-3. ``member-2`` leaves: its partitions go to the others, nobody else revokes anything.
+2. ``member-2`` and ``member-3`` join one at a time: the members already in the group give up
+   only the partitions that move to the newcomer, and keep working on the rest;
+3. ``member-2`` leaves: its partitions go to the others, and nobody else gives anything up;
+4. the demo shuts the group down, and sums up: what moved from whom to whom, how long partitions
+   were without an owner, what an eager group would have revoked, and whether any partition
+   ever had two owners.
 
-Every callback is printed as it happens; a summary follows. The demo ends by itself (about a
-minute: Tansu holds each JoinGroup for half a session) and stops the broker it started.
+The demo ends by itself (about 30 s on Tansu, which holds each JoinGroup for half a session; a
+few seconds on the embedded broker) and stops the broker it started.
+
+How the output is made: the rebalance listeners and the steps of the script turn what happens
+into *events* (the dataclasses below); :class:`Narrator` is the one place that words them. To
+show something new, add an event and a ``case`` in :meth:`Narrator.describe`.
 """
 
 from __future__ import annotations
@@ -19,111 +27,466 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Literal, TextIO
 
 from aiogroup.client import GroupMember
 from aiogroup.membership import MemberState
 from aiogroup.protocol.types import TopicPartition, group_by_topic
 
-__all__ = ["main"]
+__all__ = [
+    "BrokerStarted",
+    "DemoEvent",
+    "GaveUp",
+    "Joining",
+    "Left",
+    "Move",
+    "Narrator",
+    "Problem",
+    "Received",
+    "Settled",
+    "StepStarted",
+    "Summary",
+    "describe_partitions",
+    "main",
+]
 
 Partitions = frozenset[TopicPartition]
+
+# --------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class BrokerStarted:
+    """The demo started a broker for itself."""
+
+    at: float
+    kind: str
+    bootstrap: str
+    pid: int | None
+
+
+@dataclass(frozen=True)
+class StepStarted:
+    """A step of the script begins: a member joins or leaves, or the group shuts down."""
+
+    at: float
+    number: int
+    total: int
+    title: str
+
+
+@dataclass(frozen=True)
+class Joining:
+    """A member starts and asks the coordinator to join the group."""
+
+    at: float
+    member: str
+    group: str
+    topic: str
+    partitions: int
+
+
+@dataclass(frozen=True)
+class Move:
+    """One partition a member received: from whom, and how long it had no owner before."""
+
+    partition: TopicPartition
+    source: str | None  # the previous owner; None if nobody ever owned it
+    unowned_s: float | None  # None if nobody ever owned it
+
+
+@dataclass(frozen=True)
+class Received:
+    """An ``on_partitions_assigned`` callback with partitions in it."""
+
+    at: float
+    member: str
+    moves: tuple[Move, ...]
+    owns: Partitions
+
+
+Why = Literal["make-room", "after-leave", "leaving", "closing"]
+
+
+@dataclass(frozen=True)
+class GaveUp:
+    """An ``on_partitions_revoked`` or ``on_partitions_lost`` callback, and why it happened."""
+
+    at: float
+    member: str
+    partitions: Partitions
+    kept: Partitions
+    why: Why
+    other: str | None = None  # the newcomer, or the member that left
+    lost: bool = False
+
+
+@dataclass(frozen=True)
+class Left:
+    """A member closed: it revoked its partitions and left the group."""
+
+    at: float
+    member: str
+    closing: bool = False
+
+
+@dataclass(frozen=True)
+class Settled:
+    """Every member is Stable and the partitions are balanced again."""
+
+    at: float
+    took_s: float
+    rebalances: int
+    holdings: Mapping[str, Partitions]
+    stayers_gave_up: int
+    joined: str | None = None
+    left: str | None = None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something the demo expected did not happen."""
+
+    at: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The end of the demo."""
+
+    at: float
+    joined: int
+    left: int
+    rebalances: int
+    moves: Mapping[tuple[str, str], int]
+    handoffs: tuple[tuple[TopicPartition, float], ...]  # per move: how long it had no owner
+    unowned_total_s: float
+    stayers_gave_up: int
+    eager_would_revoke: int
+    kept_throughout: Mapping[str, Partitions]
+    double_owned: tuple[str, ...]
+    problems: tuple[str, ...]
+
+
+DemoEvent = (
+    BrokerStarted | StepStarted | Joining | Received | GaveUp | Left | Settled | Problem | Summary
+)
+
+# --------------------------------------------------------------------------- wording
 
 _COLOURS = ["\033[36m", "\033[35m", "\033[33m", "\033[34m", "\033[32m", "\033[31m"]
 _RESET, _BOLD, _DIM, _GREEN, _RED = "\033[0m", "\033[1m", "\033[2m", "\033[32m", "\033[31m"
 
 
-def _fmt(partitions: Partitions) -> str:
-    if not partitions:
-        return "-"
-    return " ".join(
-        f"{topic}[{','.join(map(str, ps))}]" for topic, ps in group_by_topic(partitions).items()
-    )
+def describe_partitions(partitions: Iterable[TopicPartition]) -> str:
+    """``orders 0-2, 5``; topics in order; ``no partitions`` when empty."""
+    described = []
+    for topic, numbers in group_by_topic(partitions).items():
+        runs: list[list[int]] = []
+        for n in numbers:
+            if runs and n == runs[-1][1] + 1:
+                runs[-1][1] = n
+            else:
+                runs.append([n, n])
+        words: list[str] = []
+        for first, last in runs:
+            if last - first >= 2:
+                words.append(f"{first}-{last}")
+            else:  # one, or two in a row ("3, 4")
+                words.extend(str(n) for n in range(first, last + 1))
+        described.append(f"{topic} {', '.join(words)}")
+    return "; ".join(described) if described else "no partitions"
 
 
-@dataclass
-class _Stats:
-    assigned: int = 0
-    revoked: int = 0
-    lost: int = 0
-    callbacks: int = 0
+def _seconds(values: Iterable[float]) -> str:
+    """``1.0 s``, or ``3.0-8.0 s`` for values a tenth of a second or more apart."""
+    ordered = sorted(values)
+    low, high = ordered[0], ordered[-1]
+    return f"{high:.1f} s" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f} s"
 
 
-@dataclass
-class _Screen:
-    out: TextIO
-    colour: bool
-    started: float = field(default_factory=time.monotonic)
-    owners: dict[TopicPartition, str] = field(default_factory=dict)
-    double_owned: list[str] = field(default_factory=list)
-    stats: dict[str, _Stats] = field(default_factory=dict)
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
+class Narrator:
+    """Prints each event as one line (the summary as a few) that a person can read."""
+
+    def __init__(self, out: TextIO, colour: bool) -> None:
+        self.out = out
+        self.colour = colour
+        self._names: list[str] = []
+
+    def show(self, event: DemoEvent) -> None:
+        print(self.describe(event), file=self.out, flush=True)
 
     def paint(self, text: str, code: str) -> str:
         return f"{code}{text}{_RESET}" if self.colour else text
 
-    def line(self, who: str, what: str, detail: str = "", code: str = "") -> None:
-        elapsed = f"{time.monotonic() - self.started:6.1f}s"
-        names = sorted(self.stats) or [who]
-        colour = _COLOURS[names.index(who) % len(_COLOURS)] if who in names else ""
-        print(
-            f"{self.paint(elapsed, _DIM)}  {self.paint(f'{who:<9}', colour)}  "
-            f"{self.paint(f'{what:<10}', code)}  {detail}",
-            file=self.out,
-            flush=True,
-        )
+    def who(self, name: str) -> str:
+        if name not in self._names:
+            self._names.append(name)
+        return self.paint(name, _COLOURS[self._names.index(name) % len(_COLOURS)])
 
-    def banner(self, text: str) -> None:
-        print(file=self.out)
-        print(self.paint(f"== {text}", _BOLD), file=self.out, flush=True)
+    def _line(self, at: float, text: str) -> str:
+        return f"{self.paint(f'{at:6.1f}s', _DIM)}  {text}"
+
+    def describe(self, event: DemoEvent) -> str:
+        match event:
+            case BrokerStarted(kind=kind, bootstrap=bootstrap, pid=pid):
+                where = f"{bootstrap} (pid {pid})" if pid is not None else bootstrap
+                return self._line(event.at, f"started the {kind} broker at {where} for this demo")
+            case StepStarted(number=n, total=total, title=title):
+                return "\n" + self.paint(f"Step {n}/{total}: {title}", _BOLD)
+            case Joining(member=m, group=group, topic=topic, partitions=count):
+                return self._line(
+                    event.at,
+                    f"{self.who(m)} starts and asks to join group {group} "
+                    f"(topic {topic}, {_count(count, 'partition')})",
+                )
+            case Received(member=m, moves=moves, owns=owns):
+                return self._line(event.at, self._received(m, moves, owns))
+            case GaveUp():
+                return self._line(event.at, self._gave_up(event))
+            case Left(member=m, closing=closing):
+                done = "has stopped" if closing else "has left the group"
+                return self._line(event.at, f"{self.who(m)} {done}")
+            case Settled():
+                return self._line(event.at, self._settled(event))
+            case Problem(text=text):
+                return self._line(event.at, self.paint(f"✗ {text}", _RED))
+            case Summary():
+                return self._summary(event)
+        raise AssertionError(f"no wording for {event!r}")
+
+    def _received(self, member: str, moves: Sequence[Move], owns: Partitions) -> str:
+        taken = [mv for mv in moves if mv.source not in (None, member)]
+        back = [mv for mv in moves if mv.source == member]
+        fresh = [mv.partition for mv in moves if mv.source is None]
+        by_source: dict[str, list[Move]] = {}
+        for mv in taken:
+            by_source.setdefault(mv.source or "", []).append(mv)
+        gaps = [mv.unowned_s or 0.0 for mv in taken]
+        one_gap = bool(gaps) and f"{min(gaps):.1f}" == f"{max(gaps):.1f}"
+        pieces = []
+        for source, group in by_source.items():
+            piece = f"{describe_partitions(mv.partition for mv in group)} from {self.who(source)}"
+            if not one_gap:
+                piece += f" (unowned for {_seconds(mv.unowned_s or 0.0 for mv in group)})"
+            pieces.append(piece)
+        clauses = []
+        if pieces:
+            clause = "takes over " + " and ".join(pieces)
+            if one_gap:
+                clause += f", unowned for {_seconds(gaps)}"
+            clauses.append(clause)
+        if back:
+            clauses.append(
+                f"gets back {describe_partitions(mv.partition for mv in back)}, unowned for "
+                f"{_seconds(mv.unowned_s or 0.0 for mv in back)}"
+            )
+        if fresh:
+            clauses.append(f"gets {describe_partitions(fresh)}, which nobody owned yet")
+        text = f"{self.who(member)} " + "; it also ".join(clauses)
+        if len(owns) > len(moves):
+            text += f" (now has {describe_partitions(owns)})"
+        return text
+
+    def _gave_up(self, event: GaveUp) -> str:
+        m, what = self.who(event.member), describe_partitions(event.partitions)
+        kept = describe_partitions(event.kept)
+        other = self.who(event.other) if event.other else "another member"
+        if event.lost:
+            return self.paint(
+                f"{m} lost {what}: it is no longer in the group, so another member may own them",
+                _RED,
+            )
+        match event.why:
+            case "make-room":
+                text = f"{m} gives up {what} to make room for {other}"
+            case "after-leave":
+                text = f"{m} gives up {what} in the rebalance after {other} left"
+            case "leaving":
+                return f"{m} hands back {what} as it leaves the group"
+            case "closing":
+                return f"{m} hands back {what} as it shuts down"
+        if event.kept:
+            return f"{text}, and keeps working on {kept}"
+        return f"{text}, and has no partitions left"
+
+    def _settled(self, event: Settled) -> str:
+        holdings = "; ".join(
+            f"{self.who(m)} has {describe_partitions(ps)}"
+            for m, ps in sorted(event.holdings.items())
+        )
+        rounds = _count(event.rebalances, "rebalance")
+        text = f"settled after {event.took_s:.1f} s and {rounds}: {holdings}"
+        if event.left is not None:
+            nobody = (
+                "nobody else gave anything up"
+                if not event.stayers_gave_up
+                else (f"the others gave up {_count(event.stayers_gave_up, 'partition')}")
+            )
+            text += f". Only {self.who(event.left)}'s partitions moved; {nobody}"
+        return self.paint("✓ ", _GREEN) + text
+
+    def _summary(self, s: Summary) -> str:
+        lines = ["", self.paint("Summary", _BOLD)]
+        moved = sum(s.moves.values())
+        lines.append(
+            f"  {_count(s.joined, 'member')} joined, {s.left} left; "
+            f"the group rebalanced {_count(s.rebalances, 'time')}."
+        )
+        if moved:
+            flows = ", ".join(
+                f"{n} from {self.who(a)} to {self.who(b)}" for (a, b), n in sorted(s.moves.items())
+            )
+            lines.append(f"  {_count(moved, 'partition')} changed owner: {flows}.")
+            worst, _ = max(s.handoffs, key=lambda handoff: handoff[1])
+            lines.append(
+                f"  Each move left the partition without an owner for "
+                f"{_seconds(gap for _, gap in s.handoffs)} (longest: "
+                f"{describe_partitions([worst])}), {s.unowned_total_s:.1f} partition-seconds in "
+                "all: a cooperative move takes two rebalances, one to give the partition up and "
+                "one to hand it over."
+            )
+        else:
+            lines.append("  No partition changed owner.")
+        lines.append(
+            f"  The members that stayed gave up only {_count(s.stayers_gave_up, 'partition')}; "
+            "under the eager protocol they would have revoked everything they owned at every "
+            f"rebalance: at least {_count(s.eager_would_revoke, 'partition')}."
+        )
+        for member, partitions in sorted(s.kept_throughout.items()):
+            if partitions:
+                lines.append(
+                    f"  {self.who(member)} kept {describe_partitions(partitions)} through every "
+                    "rebalance, from its first assignment to the end."
+                )
+        if s.double_owned:
+            lines.append(
+                self.paint(
+                    f"  ✗ {_count(len(s.double_owned), 'partition')} had two owners at once:", _RED
+                )
+            )
+            lines.extend(self.paint(f"    {d}", _RED) for d in s.double_owned)
+        else:
+            lines.append(
+                "  "
+                + self.paint("✓ No partition was ever owned by two members at once", _GREEN)
+                + " (checked at every callback)."
+            )
+        lines.extend(self.paint(f"  ✗ {p}", _RED) for p in s.problems)
+        lines.append(f"  Finished in {s.at:.1f} s.")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the ledger
+
+
+@dataclass
+class _Scene:
+    kind: Literal["join", "leave", "close"]
+    member: str | None = None
+
+
+@dataclass
+class _Ledger:
+    """Who owns what, from the callbacks alone; turns each callback into an event."""
+
+    show: Callable[[DemoEvent], None]
+    started: float = field(default_factory=time.monotonic)
+    scene: _Scene = field(default_factory=lambda: _Scene("join"))
+    owners: dict[TopicPartition, str] = field(default_factory=dict)
+    released: dict[TopicPartition, tuple[float, str]] = field(default_factory=dict)
+    moves: Counter[tuple[str, str]] = field(default_factory=Counter)
+    handoffs: list[tuple[TopicPartition, float]] = field(default_factory=list)
+    unowned_total_s: float = 0.0
+    stayers_gave_up: int = 0
+    step_gave_up: int = 0
+    first_owned: dict[str, set[TopicPartition]] = field(default_factory=dict)
+    gave_up: dict[str, set[TopicPartition]] = field(default_factory=dict)
+    double_owned: list[str] = field(default_factory=list)
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    def owned_by(self, member: str) -> Partitions:
+        return frozenset(tp for tp, who in self.owners.items() if who == member)
+
+    def assigned(self, member: str, partitions: Partitions) -> None:
+        if not partitions:
+            return  # a cooperative round that changes nothing for this member
+        at, moves = self.now(), []
+        for tp in sorted(partitions):
+            holder = self.owners.get(tp)
+            if holder is not None and holder != member:
+                self.double_owned.append(f"{tp} given to {member} while {holder} held it")
+            released = self.released.pop(tp, None)
+            if released is None:
+                moves.append(Move(tp, None, None))
+            else:
+                gap = at - released[0]
+                moves.append(Move(tp, released[1], gap))
+                self.unowned_total_s += gap
+                if released[1] != member:
+                    self.moves[(released[1], member)] += 1
+                    self.handoffs.append((tp, gap))
+            self.owners[tp] = member
+        self.first_owned.setdefault(member, set(partitions))
+        self.show(Received(at, member, tuple(moves), self.owned_by(member)))
+
+    def given_up(self, member: str, partitions: Partitions, lost: bool) -> None:
+        at = self.now()
+        for tp in partitions:
+            if self.owners.get(tp) == member:
+                del self.owners[tp]
+            self.released[tp] = (at, member)
+        scene, other = self.scene, None
+        why: Why
+        if scene.kind == "close":
+            why = "closing"
+        elif scene.kind == "leave" and scene.member == member:
+            why = "leaving"
+        else:  # a member that stays gives partitions up for a newcomer, or after a leave
+            why, other = ("make-room" if scene.kind == "join" else "after-leave"), scene.member
+            self.stayers_gave_up += len(partitions)
+            self.step_gave_up += len(partitions)
+        if scene.kind != "close":
+            self.gave_up.setdefault(member, set()).update(partitions)
+        self.show(GaveUp(at, member, partitions, self.owned_by(member), why, other, lost))
+
+    def kept_throughout(self) -> dict[str, Partitions]:
+        """What each member kept from its first assignment until the group shut down."""
+        return {
+            m: frozenset(first - self.gave_up.get(m, set()))
+            for m, first in self.first_owned.items()
+        }
 
 
 class _Listener:
-    """Prints each callback and keeps the ownership ledger (to prove nothing is owned twice)."""
+    """A member's rebalance listener: reports every callback to the ledger."""
 
-    def __init__(self, screen: _Screen, name: str) -> None:
-        self.screen = screen
+    def __init__(self, ledger: _Ledger, name: str) -> None:
+        self.ledger = ledger
         self.name = name
-        screen.stats[name] = _Stats()
 
     def on_partitions_assigned(self, partitions: Partitions) -> None:
-        s = self.screen
-        for tp in partitions:
-            holder = s.owners.get(tp)
-            if holder is not None and holder != self.name:
-                s.double_owned.append(f"{tp} given to {self.name} while {holder} held it")
-            s.owners[tp] = self.name
-        s.stats[self.name].assigned += len(partitions)
-        s.stats[self.name].callbacks += 1
-        mine = sorted(tp for tp, who in s.owners.items() if who == self.name)
-        if partitions:
-            detail = f"+{_fmt(partitions)}   owns {_fmt(frozenset(mine))}"
-            s.line(self.name, "assigned", detail, _GREEN)
-        else:
-            s.line(
-                self.name, "assigned", s.paint(f"nothing new, owns {_fmt(frozenset(mine))}", _DIM)
-            )
+        self.ledger.assigned(self.name, partitions)
 
     def on_partitions_revoked(self, partitions: Partitions) -> None:
-        self._give_up(partitions, "revoked")
+        self.ledger.given_up(self.name, partitions, lost=False)
 
     def on_partitions_lost(self, partitions: Partitions) -> None:
-        self._give_up(partitions, "lost")
+        self.ledger.given_up(self.name, partitions, lost=True)
 
-    def _give_up(self, partitions: Partitions, kind: str) -> None:
-        s = self.screen
-        for tp in partitions:
-            if s.owners.get(tp) == self.name:
-                del s.owners[tp]
-        stats = s.stats[self.name]
-        stats.callbacks += 1
-        if kind == "lost":
-            stats.lost += len(partitions)
-        else:
-            stats.revoked += len(partitions)
-        kept = sorted(tp for tp, who in s.owners.items() if who == self.name)
-        s.line(self.name, kind, f"-{_fmt(partitions)}   keeps {_fmt(frozenset(kept))}", _RED)
+
+# --------------------------------------------------------------------------- the script
 
 
 async def _until(
@@ -159,6 +522,10 @@ def _balanced(members: Sequence[GroupMember], partitions: set[TopicPartition]) -
     )
 
 
+def _generations(members: Iterable[GroupMember]) -> set[int]:
+    return {o.generation_id for m in members for o in m.outcomes}
+
+
 async def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -170,11 +537,15 @@ async def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         await admin.close()
 
 
-async def _run(bootstrap: str, args: argparse.Namespace, screen: _Screen) -> int:
+async def _run(
+    bootstrap: str, args: argparse.Namespace, narrator: Narrator, ledger: _Ledger
+) -> int:
     topic, group = "orders", f"demo-{os.getpid()}"
     await _create_topic(bootstrap, topic, args.partitions)
     partitions = {TopicPartition(topic, p) for p in range(args.partitions)}
     limit = 6 * args.session_ms / 1000 + 20
+    total = args.members + (1 if args.members >= 2 else 0) + 1
+    step = 0
 
     def new_member(name: str) -> GroupMember:
         return GroupMember(
@@ -182,7 +553,7 @@ async def _run(bootstrap: str, args: argparse.Namespace, screen: _Screen) -> int
             group,
             topics=[topic],
             assignors=["cooperative-sticky"],
-            listener=_Listener(screen, name),
+            listener=_Listener(ledger, name),
             session_timeout_ms=args.session_ms,
             heartbeat_interval_ms=max(args.session_ms // 6, 100),
             rebalance_timeout_ms=args.session_ms * 2,
@@ -192,90 +563,150 @@ async def _run(bootstrap: str, args: argparse.Namespace, screen: _Screen) -> int
         )
 
     members: dict[str, GroupMember] = {}
-    failures: list[str] = []
+    everyone: list[GroupMember] = []
+    problems: list[str] = []
+    eager_would_revoke = 0
+
+    async def settle(
+        since: float, seen: set[int], joined: str | None = None, left: str | None = None
+    ) -> None:
+        live = list(members.values())
+        if await _until(live, lambda: _balanced(live, partitions), limit):
+            narrator.show(
+                Settled(
+                    ledger.now(),
+                    ledger.now() - since,
+                    len(_generations(everyone) - seen),
+                    {name: m.assignment for name, m in members.items()},
+                    ledger.step_gave_up,
+                    joined,
+                    left,
+                )
+            )
+        else:
+            what = f"{joined} joined" if joined else f"{left} left"
+            problems.append(f"the group did not settle within {limit:.0f} s after {what}")
+            narrator.show(Problem(ledger.now(), problems[-1]))
+
     try:
         for i in range(1, args.members + 1):
             name = f"member-{i}"
-            screen.banner(f"{name} joins the group")
+            step += 1
+            title = f"{name} joins the empty group" if i == 1 else f"{name} joins"
+            narrator.show(StepStarted(ledger.now(), step, total, title))
+            ledger.scene, ledger.step_gave_up = _Scene("join", name), 0
+            eager_would_revoke += len(ledger.owners)
+            since, seen = ledger.now(), _generations(everyone)
             members[name] = new_member(name)
-            screen.line(
-                name, "joining", f"group {group}, topic {topic} ({args.partitions} partitions)"
-            )
+            everyone.append(members[name])
+            narrator.show(Joining(since, name, group, topic, args.partitions))
             await members[name].start()
-            if not await _until(
-                list(members.values()), lambda: _balanced(list(members.values()), partitions), limit
-            ):
-                failures.append(f"no balanced assignment after {name} joined")
+            await settle(since, seen, joined=name)
         if args.members >= 2:
             leaver = "member-2"
-            screen.banner(f"{leaver} leaves the group")
+            step += 1
+            narrator.show(StepStarted(ledger.now(), step, total, f"{leaver} leaves"))
+            ledger.scene, ledger.step_gave_up = _Scene("leave", leaver), 0
+            eager_would_revoke += len(ledger.owners) - len(ledger.owned_by(leaver))
+            since, seen = ledger.now(), _generations(everyone)
             await members.pop(leaver).close()
-            screen.line(leaver, "left")
-            if not await _until(
-                list(members.values()), lambda: _balanced(list(members.values()), partitions), limit
-            ):
-                failures.append(f"no balanced assignment after {leaver} left")
+            narrator.show(Left(ledger.now(), leaver))
+            await settle(since, seen, left=leaver)
     finally:
-        screen.banner("closing")
+        step += 1
+        narrator.show(StepStarted(ledger.now(), step, total, "the demo shuts the group down"))
+        ledger.scene = _Scene("close")
         for name, m in members.items():
             await m.close()
-            screen.line(name, "closed")
-    _summary(screen, failures)
-    return 0 if not failures and not screen.double_owned else 1
-
-
-def _summary(screen: _Screen, failures: list[str]) -> None:
-    screen.banner("summary")
-    header = f"{'member':<10}{'callbacks':>10}{'assigned':>10}{'revoked':>9}{'lost':>6}"
-    print(header, file=screen.out)
-    for name, st in sorted(screen.stats.items()):
-        print(
-            f"{name:<10}{st.callbacks:>10}{st.assigned:>10}{st.revoked:>9}{st.lost:>6}",
-            file=screen.out,
+            narrator.show(Left(ledger.now(), name, closing=True))
+    narrator.show(
+        Summary(
+            at=ledger.now(),
+            joined=len(everyone),
+            left=1 if args.members >= 2 else 0,
+            rebalances=len(_generations(everyone)),
+            moves=dict(ledger.moves),
+            handoffs=tuple(ledger.handoffs),
+            unowned_total_s=ledger.unowned_total_s,
+            stayers_gave_up=ledger.stayers_gave_up,
+            eager_would_revoke=eager_would_revoke,
+            kept_throughout=ledger.kept_throughout(),
+            double_owned=tuple(ledger.double_owned),
+            problems=tuple(problems),
         )
-    elapsed = time.monotonic() - screen.started
-    twice = len(screen.double_owned)
-    verdict = screen.paint("none", _GREEN) if not twice else screen.paint(str(twice), _RED)
-    print(f"\npartitions ever owned by two members at once: {verdict}", file=screen.out)
-    for problem in screen.double_owned + failures:
-        print(screen.paint(f"  ! {problem}", _RED), file=screen.out)
-    print(f"finished in {elapsed:.1f}s", file=screen.out, flush=True)
+    )
+    return 0 if not problems and not ledger.double_owned else 1
+
+
+@asynccontextmanager
+async def _embedded_broker(
+    show: Callable[[DemoEvent], None], ledger: _Ledger
+) -> AsyncIterator[str]:
+    from aiogroup.testing.broker import EmbeddedBroker
+
+    async with EmbeddedBroker() as broker:
+        show(BrokerStarted(ledger.now(), "embedded", broker.bootstrap, None))
+        yield broker.bootstrap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; returns the process exit code."""
     parser = argparse.ArgumentParser(
-        prog="python -m aiogroup demo", description=__doc__.split("\n\n")[0]
+        prog="python -m aiogroup demo", description=(__doc__ or "").split("\n\n")[0]
     )
     parser.add_argument("--members", type=int, default=3, help="members to start (default 3)")
     parser.add_argument("--partitions", type=int, default=6, help="topic partitions (default 6)")
     parser.add_argument("--session-ms", type=int, default=6000, help="session timeout (ms)")
+    parser.add_argument(
+        "--broker",
+        choices=["tansu", "embedded"],
+        default="tansu",
+        help="tansu (default: the broker extra's binary) or embedded (aiogroup's own, in-process)",
+    )
     parser.add_argument("--no-color", action="store_true", help="plain output")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.members < 1 or args.partitions < 1:
         parser.error("--members and --partitions must be at least 1")
 
+    colour = sys.stdout.isatty() and not args.no_color and "NO_COLOR" not in os.environ
+    narrator = Narrator(sys.stdout, colour)
+    ledger = _Ledger(narrator.show)
+    print(
+        f"aiogroup demo: {_count(args.members, 'member')} share the "
+        f"{_count(args.partitions, 'partition')} of topic orders, rebalancing cooperatively "
+        "(KIP-429)",
+        flush=True,
+    )
+    try:
+        if args.broker == "embedded":
+            return asyncio.run(_run_embedded(args, narrator, ledger))
+        return _run_tansu(args, narrator, ledger)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+async def _run_embedded(args: argparse.Namespace, narrator: Narrator, ledger: _Ledger) -> int:
+    async with _embedded_broker(narrator.show, ledger) as bootstrap:
+        return await _run(bootstrap, args, narrator, ledger)
+
+
+def _run_tansu(args: argparse.Namespace, narrator: Narrator, ledger: _Ledger) -> int:
     from aiogroup.errors import ConfigurationError
     from aiogroup.testing.tansu import TansuBroker
 
-    colour = sys.stdout.isatty() and not args.no_color and "NO_COLOR" not in os.environ
-    screen = _Screen(sys.stdout, colour)
     try:
         broker = TansuBroker()
     except ConfigurationError as exc:
-        print(f"aiogroup demo: {exc}", file=sys.stderr)
+        print(
+            f"aiogroup demo: {exc}\n(or run it on aiogroup's own broker: --broker embedded)",
+            file=sys.stderr,
+        )
         return 1
     with broker:
-        pid = broker.process.pid if broker.process else "?"
-        screen.line(
-            "broker",
-            "started",
-            f"Tansu at {broker.bootstrap} (pid {broker.process.pid if broker.process else '?'})",
-        )
+        pid = broker.process.pid if broker.process else None
+        narrator.show(BrokerStarted(ledger.now(), "Tansu", broker.bootstrap, pid))
         try:
-            return asyncio.run(_run(broker.bootstrap, args, screen))
-        except KeyboardInterrupt:
-            print("\ninterrupted", file=sys.stderr)
-            return 130
+            return asyncio.run(_run(broker.bootstrap, args, narrator, ledger))
         finally:
-            print(screen.paint(f"stopping the broker (pid {pid})", _DIM), file=sys.stdout)
+            print(narrator.paint(f"Stopping the Tansu broker (pid {pid}).", _DIM), flush=True)

@@ -11,8 +11,14 @@ Only these types escape aiogroup's public calls (plus ``asyncio.CancelledError``
     │   └── InvalidFieldError       a value no writer may produce (bad length, bad UTF-8, ...)
     ├── ConfigurationError          a setup the library refuses at construction
     ├── LocalProtocolError          our own code misused a state machine (a bug, or API misuse)
+    │   └── NotSubscribedError      a call that needs a subscription, on a member with none
     ├── RemoteProtocolError         a peer or broker broke the protocol
     ├── CallbackError               reserved base for listener failures (the original is the cause)
+    ├── AuthenticationError         TLS or SASL refused: fix the configuration, retrying cannot help
+    │   ├── SslAuthenticationError  the TLS handshake failed (certificate verify failed, ...)
+    │   ├── UnsupportedSaslMechanismError (33)    also KafkaErrors, registered by code
+    │   ├── IllegalSaslStateError   (34)
+    │   └── SaslAuthenticationError (58)
     └── KafkaError                  a broker error code, registered by code
         ├── RetriableError
         │   ├── RebalanceInProgressError    (27)
@@ -34,6 +40,7 @@ from typing import ClassVar
 
 __all__ = [
     "AiogroupError",
+    "AuthenticationError",
     "CallbackError",
     "CodecError",
     "CommitFailedError",
@@ -43,17 +50,22 @@ __all__ = [
     "FencedInstanceIdError",
     "GroupAuthorizationFailedError",
     "IllegalGenerationError",
+    "IllegalSaslStateError",
     "InconsistentGroupProtocolError",
     "InvalidFieldError",
     "KafkaError",
     "LocalProtocolError",
     "MemberIdRequiredError",
     "NotCoordinatorError",
+    "NotSubscribedError",
     "RebalanceInProgressError",
     "RemoteProtocolError",
     "RetriableError",
+    "SaslAuthenticationError",
+    "SslAuthenticationError",
     "TruncatedError",
     "UnknownMemberIdError",
+    "UnsupportedSaslMechanismError",
     "error_for_code",
 ]
 
@@ -93,6 +105,11 @@ class ConfigurationError(AiogroupError):
 
 class LocalProtocolError(AiogroupError):
     """Our side broke the rules: a state machine was driven with an event it cannot take."""
+
+
+class NotSubscribedError(LocalProtocolError):
+    """The call needs a subscription (topics or a pattern) and the member has none; the Java
+    consumer raises "Consumer is not subscribed to any topics" in the same place."""
 
 
 class RemoteProtocolError(AiogroupError):
@@ -173,6 +190,41 @@ class FencedInstanceIdError(KafkaError):
     """Another process joined with our ``group_instance_id`` (KIP-345): fatal for this member."""
 
     code = 82
+
+
+class AuthenticationError(AiogroupError):
+    """The connection's security setup failed: TLS or SASL was refused, by the broker or by us.
+
+    Never retriable: the same credentials, certificates and ``security_protocol`` fail the same
+    way. The message says what failed and, where the cause is a mismatch (a TLS listener spoken
+    to in plaintext, a SASL listener without SASL), which setting to change.
+    """
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed: the broker's certificate is not trusted ("certificate verify
+    failed"), its name does not match, the listener does not speak TLS, or it refused ours."""
+
+
+class UnsupportedSaslMechanismError(AuthenticationError, KafkaError):
+    """The listener does not enable the ``sasl_mechanism`` asked for (the message lists those
+    it does)."""
+
+    code = 33
+
+
+class IllegalSaslStateError(AuthenticationError, KafkaError):
+    """A SASL request the broker did not expect, e.g. SASL spoken to a PLAINTEXT or SSL
+    listener."""
+
+    code = 34
+
+
+class SaslAuthenticationError(AuthenticationError, KafkaError):
+    """SASL authentication failed (SASL_AUTHENTICATION_FAILED): a wrong user name or password,
+    or a user without credentials for the mechanism."""
+
+    code = 58
 
 
 class CommitFailedError(KafkaError):

@@ -15,7 +15,7 @@ The runner, :func:`run_callbacks`, follows KIP-429 "Rebalance Callback Error Han
   ``CallbacksFinished.first_error``; the machine raises it to the user, and the assignment
   change stands;
 - ``asyncio.CancelledError``, ``KeyboardInterrupt`` and ``SystemExit`` are never swallowed;
-- each callback's latency goes to the metrics sink (``partitions-*-latency``).
+- each callback's latency goes to the metrics sink (``partition-*-latency``).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from aiogroup.membership.actions import InvokeCallbacks
 from aiogroup.membership.errors import RebalanceCallbackError
 from aiogroup.membership.events import CallbacksFinished
 from aiogroup.metrics import (
-    PARTITIONS_ASSIGNED_LATENCY,
-    PARTITIONS_LOST_LATENCY,
-    PARTITIONS_REVOKED_LATENCY,
+    PARTITION_ASSIGNED_LATENCY,
+    PARTITION_LOST_LATENCY,
+    PARTITION_REVOKED_LATENCY,
     MetricsSink,
 )
 from aiogroup.protocol.types import TopicPartition
@@ -116,14 +116,14 @@ async def run_callbacks(
         lost_cb = getattr(listener, "on_partitions_lost", None)
         func = lost_cb if callable(lost_cb) else listener.on_partitions_revoked
         name = "on_partitions_lost" if callable(lost_cb) else "on_partitions_revoked"
-        err = await _call(name, func, action.lost, PARTITIONS_LOST_LATENCY, clock, metrics)
+        err = await _call(name, func, action.lost, PARTITION_LOST_LATENCY, clock, metrics)
         first = first or err
     if action.revoked:
         err = await _call(
             "on_partitions_revoked",
             listener.on_partitions_revoked,
             action.revoked,
-            PARTITIONS_REVOKED_LATENCY,
+            PARTITION_REVOKED_LATENCY,
             clock,
             metrics,
         )
@@ -133,7 +133,7 @@ async def run_callbacks(
             "on_partitions_assigned",
             listener.on_partitions_assigned,
             action.assigned,
-            PARTITIONS_ASSIGNED_LATENCY,
+            PARTITION_ASSIGNED_LATENCY,
             clock,
             metrics,
         )

@@ -13,48 +13,66 @@ turns them into the metrics Java's consumer reports (``consumer-coordinator-metr
 ``failed-rebalance-total``          failed rebalances (a JoinGroup or SyncGroup error)
 ``failed-rebalance-rate-per-hour``  failed rebalances per hour (sliding window)
 ``last-rebalance-seconds-ago``      seconds since the last successful rebalance, -1 if none
-``partitions-revoked-latency-*``    ms per on_partitions_revoked call (avg, max)
-``partitions-assigned-latency-*``   ms per on_partitions_assigned call (avg, max)
-``partitions-lost-latency-*``       ms per on_partitions_lost call (avg, max)
+``partition-revoked-latency-*``     ms per on_partitions_revoked call (avg, max)
+``partition-assigned-latency-*``    ms per on_partitions_assigned call (avg, max)
+``partition-lost-latency-*``        ms per on_partitions_lost call (avg, max)
 ==================================  =========================================================
 
-Averages and maxima with no observation are ``nan``, as in Java. To export elsewhere
-(Prometheus, statsd, ...), implement :class:`MetricsSink` or read :meth:`KIP429Metrics.snapshot`.
+Averages and maxima with no observation are ``nan``, as in Java. A running
+:class:`~aiogroup.client.GroupMember` keeps one of these itself: ``member.metrics`` is the
+snapshot (plus ``assigned-partitions``), and :mod:`aiogroup.exporters` publishes it to
+Prometheus or OpenTelemetry. To send the raw observations elsewhere (statsd, ...), pass your
+own :class:`MetricsSink` as ``GroupMember(..., metrics=sink)``: it receives every observation
+too.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
 from typing import Protocol, runtime_checkable
 
 __all__ = [
     "FAILED_REBALANCE",
+    "METRICS_GROUP",
     "PARTITIONS_ASSIGNED_LATENCY",
     "PARTITIONS_LOST_LATENCY",
     "PARTITIONS_REVOKED_LATENCY",
+    "PARTITION_ASSIGNED_LATENCY",
+    "PARTITION_LOST_LATENCY",
+    "PARTITION_REVOKED_LATENCY",
     "REBALANCE_LATENCY",
     "KIP429Metrics",
     "MetricsSink",
+    "MetricsSource",
     "NullMetrics",
+    "TeeMetrics",
 ]
+
+#: Java's metric group for these metrics (tag ``client-id``).
+METRICS_GROUP = "consumer-coordinator-metrics"
 
 #: Observation: a successful rebalance, value = its duration in seconds.
 REBALANCE_LATENCY = "rebalance-latency"
 #: Observation: a failed rebalance (value ignored).
 FAILED_REBALANCE = "failed-rebalance"
-#: Observations: one callback call, value = its duration in seconds.
-PARTITIONS_REVOKED_LATENCY = "partitions-revoked-latency"
-PARTITIONS_ASSIGNED_LATENCY = "partitions-assigned-latency"
-PARTITIONS_LOST_LATENCY = "partitions-lost-latency"
+#: Observations: one callback call, value = its duration in seconds (Java's sensor names).
+PARTITION_REVOKED_LATENCY = "partition-revoked-latency"
+PARTITION_ASSIGNED_LATENCY = "partition-assigned-latency"
+PARTITION_LOST_LATENCY = "partition-lost-latency"
+# The names these had before they followed Java's (which says "partition", singular).
+PARTITIONS_REVOKED_LATENCY = PARTITION_REVOKED_LATENCY
+PARTITIONS_ASSIGNED_LATENCY = PARTITION_ASSIGNED_LATENCY
+PARTITIONS_LOST_LATENCY = PARTITION_LOST_LATENCY
 
 _OBSERVATIONS = frozenset(
     {
         REBALANCE_LATENCY,
         FAILED_REBALANCE,
-        PARTITIONS_REVOKED_LATENCY,
-        PARTITIONS_ASSIGNED_LATENCY,
-        PARTITIONS_LOST_LATENCY,
+        PARTITION_REVOKED_LATENCY,
+        PARTITION_ASSIGNED_LATENCY,
+        PARTITION_LOST_LATENCY,
     }
 )
 
@@ -71,6 +89,40 @@ class NullMetrics:
 
     def observe(self, name: str, value: float, now: float) -> None:
         return None
+
+
+@runtime_checkable
+class MetricsSource(Protocol):
+    """What the exporters read: a :class:`~aiogroup.client.GroupMember` is one."""
+
+    @property
+    def metrics(self) -> dict[str, float]: ...
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def client_id(self) -> str: ...
+
+
+class TeeMetrics:
+    """Passes every observation to each of ``sinks``, in order.
+
+    A sink that raises is logged (with its traceback) and skipped: one faulty exporter must not
+    break the member that observes, nor keep the other sinks from their observation.
+    """
+
+    def __init__(self, *sinks: MetricsSink) -> None:
+        self.sinks = sinks
+
+    def observe(self, name: str, value: float, now: float) -> None:
+        for sink in self.sinks:
+            try:
+                sink.observe(name, value, now)
+            except Exception:
+                logging.getLogger("aiogroup.metrics").exception(
+                    "metrics sink %r failed on %s", sink, name
+                )
 
 
 class _Stat:
@@ -153,9 +205,9 @@ class KIP429Metrics:
             ),
         }
         for name in (
-            PARTITIONS_REVOKED_LATENCY,
-            PARTITIONS_ASSIGNED_LATENCY,
-            PARTITIONS_LOST_LATENCY,
+            PARTITION_REVOKED_LATENCY,
+            PARTITION_ASSIGNED_LATENCY,
+            PARTITION_LOST_LATENCY,
         ):
             stat = self._stats[name]
             out[f"{name}-avg"] = stat.avg

@@ -7,7 +7,7 @@ written (the audit counts a truncated last line as corrupt and goes on). Files r
 The sink never raises into the member: every failure is logged once per kind and counted in
 :attr:`JsonlTelemetry.errors`.
 
-Schema (version 1; the full table is in the README, "Rebalance telemetry and the ownership audit")::
+Schema (version 1; the full table is in docs/telemetry.md, "Event schema, version 1")::
 
     {"v": 1, "type": "partitions_assigned", "ts": 1700000000.123, "seq": 7,
      "group": "g", "member": "worker-1", "member_id": "worker-1-3f2a...", "client": "aiogroup",

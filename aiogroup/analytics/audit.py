@@ -1,6 +1,6 @@
 """The ownership audit: DataFrame-only computations over rebalance telemetry.
 
-Definitions (documented for users in the README, "Rebalance telemetry and the ownership audit"):
+Definitions (documented for users in docs/audit.md, "Definitions"):
 
 * **Ownership interval.** A member owns a partition from the *start* of the assigned callback that
   gave it (the earliest moment it may fetch) until the *end* of the revoked/lost callback that took

@@ -112,7 +112,7 @@ def build_session(
         # A local audit is a short batch job in one JVM, most of whose CPU would otherwise go
         # to the JIT and to plan descriptions nobody reads (the UI is off): the throughput
         # collector, smaller C2 inlining, and short plan strings cut its CPU by a quarter
-        # (bench/bench_audit.py). Measured choices, documented in the README.
+        # (bench/bench_audit.py). Measured choices, documented in docs/audit.md ("Spark").
         conf["spark.sql.ui.explainMode"] = "simple"
         conf["spark.sql.maxPlanStringLength"] = "4096"
         # One audit compiles about 240 generated classes; Spark keeps the last 100, so a second

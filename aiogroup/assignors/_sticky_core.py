@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from itertools import chain, compress, filterfalse, repeat
 from operator import add, eq, gt
 
+from aiogroup.assignors.range import refuse_bare_string
 from aiogroup.protocol.types import NO_GENERATION, PartitionsByTopic
 
 __all__ = ["Layout", "MemberClaim", "Plan", "balance", "gc_paused"]
@@ -351,6 +352,7 @@ def balance(
     """
     by_id: dict[str, MemberClaim] = {}
     for claim in members:
+        refuse_bare_string(claim.member_id, claim.topics)
         by_id[claim.member_id] = claim
     member_ids = sorted(by_id)
     claims = [by_id[m] for m in member_ids]

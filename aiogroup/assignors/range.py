@@ -101,14 +101,20 @@ def checked_partition_counts(partitions_per_topic: Mapping[str, int]) -> dict[st
     return counts
 
 
-def unique_topics(member_id: str, topics: Iterable[str]) -> set[str]:
-    """A subscription's topics as a set: Java keeps a member once per topic even if the wire
-    list repeats a topic. A bare string (``Subscription(topics="orders")``) is refused rather
-    than read as the topics "o", "r", "d", ..."""
+def refuse_bare_string(member_id: str, topics: object) -> None:
+    """Refuse a subscription whose topics are one string (``Subscription(topics="orders")``)
+    rather than read it as the topics "o", "r", "d", ... Every assignor calls this."""
     if isinstance(topics, str | bytes):
         raise AssignorInputError(
-            f"topics of member {member_id!r} must be a sequence of names, not {topics!r}"
+            f"topics of member {member_id!r} must be a sequence of names, not {topics!r} "
+            f"(write [{topics!r}] for one topic)"
         )
+
+
+def unique_topics(member_id: str, topics: Iterable[str]) -> set[str]:
+    """A subscription's topics as a set: Java keeps a member once per topic even if the wire
+    list repeats a topic. A bare string is refused (:func:`refuse_bare_string`)."""
+    refuse_bare_string(member_id, topics)
     return set(topics)
 
 

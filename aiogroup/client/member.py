@@ -22,19 +22,36 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
+from aiogroup.client import logs
+from aiogroup.client.options import (
+    aiokafka_client_options,
+    check_options,
+    parameter_names,
+    topic_names,
+)
 from aiogroup.client.transport import CommittedOffset, CoordinatorUnreachableError, Transport
 from aiogroup.errors import (
     AiogroupError,
+    AuthenticationError,
     ConfigurationError,
     KafkaError,
     LocalProtocolError,
-    RebalanceInProgressError,
+    NotSubscribedError,
+    RetriableError,
     error_for_code,
 )
 from aiogroup.listener import RebalanceListener, run_callbacks
@@ -43,7 +60,7 @@ from aiogroup.membership import events as ev
 from aiogroup.membership.machine import GroupMember as _Machine
 from aiogroup.membership.machine import MemberConfig
 from aiogroup.membership.states import MemberState
-from aiogroup.metrics import MetricsSink
+from aiogroup.metrics import KIP429Metrics, MetricsSink, TeeMetrics
 from aiogroup.protocol.types import TopicPartition
 
 __all__ = ["GroupMember", "MemberClosedError", "RebalanceOutcome"]
@@ -51,6 +68,7 @@ __all__ = ["GroupMember", "MemberClosedError", "RebalanceOutcome"]
 log = logging.getLogger("aiogroup.client")
 
 Partitions = frozenset[TopicPartition]
+T = TypeVar("T")
 
 
 class MemberClosedError(AiogroupError):
@@ -164,10 +182,17 @@ class GroupMember:
         metrics: MetricsSink | None = None,
         **client_options: Any,
     ) -> None:
+        # Before anything is built: a misspelt option must not become aiokafka's TypeError.
+        check_options(client_options, aiokafka_client_options(), own=_own_options())
         if topics is not None and pattern is not None:
             raise ConfigurationError("give topics or pattern, not both")
+        topic_set = None if topics is None else topic_names(topics)
         resolved = [_resolve_assignor(a) for a in assignors]
+        # Java's KIP-429 metrics, always kept (``member.metrics``); a user sink gets them too.
+        self._kip429 = KIP429Metrics(started_at=time.monotonic())
+        sink: MetricsSink = self._kip429 if metrics is None else TeeMetrics(self._kip429, metrics)
         self.group_id = group_id
+        self.client_id = client_id
         self.group_instance_id = group_instance_id
         self.session_timeout_ms = session_timeout_ms
         self.close_timeout_s = close_timeout_s
@@ -186,7 +211,7 @@ class GroupMember:
                 enable_auto_commit=False,
                 rack_id=rack_id,
             ),
-            metrics=metrics,
+            metrics=sink,
         )
         self._transport = Transport(
             bootstrap_servers,
@@ -198,10 +223,10 @@ class GroupMember:
         )
         self._telemetry = telemetry
         self._listener: Any = _TelemetryListener(self, listener) if telemetry else listener
-        self._metrics = metrics
+        self._metrics = sink
         self._initial: ev.SubscriptionChanged | None = None
-        if topics is not None:
-            self._initial = ev.SubscriptionChanged(topics=frozenset(topics))
+        if topic_set:  # no topics at all is no subscription (Java: as unsubscribe)
+            self._initial = ev.SubscriptionChanged(topics=topic_set)
         elif pattern is not None:
             self._initial = ev.SubscriptionChanged(pattern=re.compile(pattern))
 
@@ -216,7 +241,6 @@ class GroupMember:
         self._fatal: AiogroupError | None = None
         self._closed = False
         self._started = False
-        self._last_contact = 0.0
         self._last_metadata: act.RequestMetadata | None = None
         self._metadata_task: asyncio.Task[None] | None = None
         self._revoked_acc: set[TopicPartition] = set()
@@ -224,6 +248,8 @@ class GroupMember:
         self._error_acc: BaseException | None = None
         self._rebalance_started: float | None = None
         self._protocol_name: str | None = None
+        self._context = logs.member_context(group_id)  # marks our tasks' aiokafka log lines
+        self._limited = logs.RateLimitedLog(log)
 
     # ------------------------------------------------------------------ public queries
 
@@ -256,16 +282,34 @@ class GroupMember:
 
     @property
     def assignment(self) -> Partitions:
-        """The partitions this member may act on now.
+        """The partitions this member may act on now (fetch, hand out, commit positions of).
 
-        Partitions pending revocation are excluded (KAFKA-14196), and so is everything once the
-        session could have expired without a heartbeat answer: a member paused past its session
-        timeout must not act as owner before it learns whether it is still in the group
-        (KAFKA-7026).
+        Partitions pending revocation are excluded (KAFKA-14196), and so is everything once a
+        session timeout has passed without an answer from the coordinator, in every state
+        (joining and waiting for SyncGroup included): a member paused past its session timeout
+        must not act as owner before the coordinator answers it again (KAFKA-7026). The rule
+        lives in the state machine (:meth:`aiogroup.membership.GroupMember.may_act_on`); the
+        awaitable from :meth:`changed` completes when this set changes. See ``docs/safety.md``.
         """
-        if self._session_expired():
-            return frozenset()
-        return self._machine.fetchable
+        try:
+            now = asyncio.get_running_loop().time()
+        except RuntimeError:
+            now = time.monotonic()  # the loop's default clock
+        return self._machine.may_act_on(now)
+
+    @property
+    def session_deadline(self) -> float | None:
+        """When :attr:`assignment` empties unless the coordinator answers before (loop time);
+        ``None`` outside a generation."""
+        return self._machine.session_deadline
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Java's KIP-429 consumer-coordinator metrics now (see :mod:`aiogroup.metrics`), plus
+        ``assigned-partitions``: latencies in ms, ``nan`` where nothing was observed yet."""
+        snapshot = self._kip429.snapshot(time.monotonic())
+        snapshot["assigned-partitions"] = float(len(self._machine.assignment))
+        return snapshot
 
     @property
     def outcomes(self) -> list[RebalanceOutcome]:
@@ -279,14 +323,16 @@ class GroupMember:
         if self._started:
             return self
         self._started = True
+        logs.install_aiokafka_filter()
         try:
-            await self._transport.start()
+            await self._in_context(self._transport.start())
         except BaseException:
             self._closed = True
             await self._transport.close()
             raise
-        self._last_contact = asyncio.get_running_loop().time()
-        self._owner = asyncio.create_task(self._run(), name=f"aiogroup-member-{self.group_id}")
+        self._owner = asyncio.create_task(
+            self._run(), name=f"aiogroup-member-{self.group_id}", context=self._context.copy()
+        )
         if self._initial is not None:
             await self._call_event(self._initial)
         return self
@@ -329,15 +375,20 @@ class GroupMember:
     async def subscribe(
         self, topics: Iterable[str] | None = None, *, pattern: str | None = None
     ) -> None:
-        """Change the subscription (KIP-70: a rebalance revokes what is no longer wanted)."""
+        """Change the subscription (KIP-70: a rebalance revokes what is no longer wanted).
+
+        An empty collection of topics unsubscribes, as in the Java consumer.
+        """
         if (topics is None) == (pattern is None):
             raise ConfigurationError("subscribe needs topics or pattern (exactly one)")
-        event = (
-            ev.SubscriptionChanged(topics=frozenset(topics))
-            if topics is not None
-            else ev.SubscriptionChanged(pattern=re.compile(pattern or ""))
-        )
-        await self._call_event(event)
+        if topics is not None:
+            topic_set = topic_names(topics)
+            if not topic_set:
+                await self.unsubscribe()
+                return
+            await self._call_event(ev.SubscriptionChanged(topics=topic_set))
+            return
+        await self._call_event(ev.SubscriptionChanged(pattern=re.compile(pattern or "")))
 
     async def unsubscribe(self) -> None:
         """Revoke everything (callbacks run) and leave the group (KIP-70); stays usable."""
@@ -367,27 +418,60 @@ class GroupMember:
     async def committed(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int | None]:
-        """The committed offsets of ``partitions`` (None where nothing is committed)."""
+        """The committed offsets of ``partitions`` (None where nothing is committed).
+
+        Retriable answers (the coordinator loading its offsets after a restart, moving, or out
+        of reach) are retried with backoff within the request bound, as Java's
+        ``committed()`` does within ``default.api.timeout.ms``; other errors raise.
+        """
         self._raise_pending()
         self._ensure_running()
-        result = await asyncio.wait_for(
-            self._transport.offset_fetch(list(partitions)), self._request_bound()
-        )
-        if result.error_code:
-            raise error_for_code(result.error_code, "OffsetFetch failed")
-        return {tp: _offset_or_none(c) for tp, c in result.offsets.items()}
+        wanted = list(partitions)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._request_bound()
+        backoff = max(self.retry_backoff_ms / 1000, 0.01)
+        while True:
+            try:
+                result = await asyncio.wait_for(
+                    self._in_context(self._transport.offset_fetch(wanted)),
+                    max(deadline - loop.time(), 0.0),
+                )
+                error: AiogroupError | None = None
+                if result.error_code:
+                    error = error_for_code(result.error_code, "OffsetFetch failed")
+            except RetriableError as exc:  # CoordinatorUnreachableError among them
+                error = exc
+            except TimeoutError:
+                raise CoordinatorUnreachableError(
+                    f"OffsetFetch: no answer within {self._request_bound():.0f} s"
+                ) from None
+            if error is None:
+                return {tp: _offset_or_none(c) for tp, c in result.offsets.items()}
+            if not isinstance(error, RetriableError) or loop.time() + backoff >= deadline:
+                raise error
+            log.debug("group %s: OffsetFetch: %s; retrying", self.group_id, error)
+            await asyncio.sleep(backoff)  # retry backoff
+            backoff = min(backoff * 2, 1.0)
+            self._ensure_running()
 
     # ------------------------------------------------------------------ waiting
 
     async def wait_for_assignment(self, timeout: float | None = None) -> RebalanceOutcome:
         """Wait until the member is in a stable generation; return the latest outcome.
 
-        Raises the first pending callback error (cause preserved) or a fatal error.
+        Raises the first pending callback error (cause preserved) or a fatal error, and
+        :class:`~aiogroup.errors.NotSubscribedError` at once if the member subscribes to
+        nothing (no assignment could ever come).
         """
 
         async def wait() -> RebalanceOutcome:
             while True:
                 self._raise_pending()
+                if not self._machine.has_subscription and (self._started or not self._initial):
+                    raise NotSubscribedError(
+                        "the member is not subscribed to any topics: give topics or a pattern "
+                        "(GroupMember(..., topics=[...]) or await member.subscribe([...]))"
+                    )
                 if self._outcomes and self._machine.state is MemberState.STABLE:
                     return self._outcomes[-1]
                 if self._owner is None or self._owner.done():
@@ -418,7 +502,11 @@ class GroupMember:
         loop = asyncio.get_running_loop()
         machine = self._machine
         try:
+            acting = self.assignment
             while machine.state is not MemberState.CLOSED:
+                if self.assignment != acting:
+                    acting = self.assignment
+                    self._notify()  # a session lapsed, or an answer ended the lapse
                 deadline = machine.next_deadline()
                 timeout = None if deadline is None else max(0.0, deadline - loop.time())
                 try:
@@ -442,6 +530,7 @@ class GroupMember:
                 before = machine.state
                 before_generation, before_member_id = machine.generation_id, machine.member_id
                 self._execute(machine.handle(item, now))
+                logs.log_response(self._limited, self.group_id, machine, item)
                 if isinstance(item, ev.CallbacksFinished):
                     self._after_callbacks(item, now)
                 if machine.state is not before:
@@ -450,6 +539,13 @@ class GroupMember:
                     ):
                         # Unsubscribed or closed: the revocation is this rebalance's outcome.
                         self._publish(before_generation, before_member_id, frozenset())
+                    if before is MemberState.LEAVING:
+                        logs.log_left(
+                            self.group_id,
+                            before_member_id,
+                            static=self.group_instance_id is not None,
+                            closing=self._closed,
+                        )
                     self._notify()
         except asyncio.CancelledError:
             raise
@@ -463,14 +559,7 @@ class GroupMember:
             self._notify()
 
     def _note_event(self, event: ev.Event, now: float) -> None:
-        rebalancing = (
-            isinstance(event, ev.HeartbeatFailed)
-            and event.error_code == RebalanceInProgressError.code
-        )
-        if isinstance(event, ev.HeartbeatCompleted | ev.SyncGroupCompleted) or rebalancing:
-            self._last_contact = now
-        elif isinstance(event, ev.JoinGroupCompleted):
-            self._last_contact = now
+        if isinstance(event, ev.JoinGroupCompleted):
             self._protocol_name = event.protocol_name
             self._telemetry_call(
                 "joined",
@@ -500,10 +589,8 @@ class GroupMember:
             elif isinstance(action, act.SendJoinGroup):
                 if self._rebalance_started is None:
                     self._rebalance_started = time.monotonic()
-                self._last_contact = asyncio.get_running_loop().time()
                 self._spawn(self._join_group(action))
             elif isinstance(action, act.SendSyncGroup):
-                self._last_contact = asyncio.get_running_loop().time()
                 self._spawn(self._sync_group(action))
             elif isinstance(action, act.SendHeartbeat):
                 self._spawn(self._heartbeat(action))
@@ -566,6 +653,18 @@ class GroupMember:
         self._revoked_acc.clear()
         self._lost_acc.clear()
         self._error_acc = None
+        started = self._rebalance_started
+        logs.log_rebalance(
+            self.group_id,
+            member_id,
+            generation_id,
+            self._protocol_name or outcome.protocol.name.lower(),
+            assigned=len(assigned),
+            revoked=len(outcome.revoked),
+            lost=len(outcome.lost),
+            owned=len(outcome.assignment),
+            duration_s=None if started is None else time.monotonic() - started,
+        )
         self._outcomes.append(outcome)
         self._notify()
 
@@ -586,7 +685,13 @@ class GroupMember:
         except asyncio.CancelledError:
             raise
         except (CoordinatorUnreachableError, AiogroupError) as exc:
-            log.info("coordinator request failed: %s", exc)
+            self._limited.warning(
+                "group %s: coordinator request failed (%s); looking for the coordinator again",
+                self.group_id,
+                exc,
+                key="coordinator request failed",
+            )
+            self._auth_failed(exc)
             self._transport.coordinator_dead()
             event = ev.CoordinatorLost()
         except Exception as exc:  # never lose the answer the machine waits for
@@ -601,13 +706,23 @@ class GroupMember:
             node_id = await self._transport.find_coordinator()
         except asyncio.CancelledError:
             raise
-        except KafkaError as exc:
-            code = exc.error_code if not isinstance(exc, CoordinatorUnreachableError) else -1
-            self._post(ev.CoordinatorLookupFailed(action.token, code))
+        except AuthenticationError as exc:  # reported with its own words, then retried
+            self._auth_failed(exc)
+            self._post(ev.CoordinatorLookupFailed(action.token, -1))
             return
         except Exception as exc:
-            log.info("FindCoordinator failed: %r", exc)
-            self._post(ev.CoordinatorLookupFailed(action.token, -1))
+            unreachable = isinstance(exc, CoordinatorUnreachableError)
+            code = exc.error_code if isinstance(exc, KafkaError) and not unreachable else -1
+            if isinstance(exc, KafkaError) and exc.retriable and not unreachable:
+                log.debug("group %s: no coordinator yet (%s); retrying", self.group_id, exc)
+            else:
+                self._limited.warning(
+                    "group %s: no coordinator found (%s); retrying",
+                    self.group_id,
+                    exc,
+                    key="FindCoordinator failed",
+                )
+            self._post(ev.CoordinatorLookupFailed(action.token, code))
             return
         self._post(ev.CoordinatorFound(action.token, node_id))
 
@@ -625,7 +740,13 @@ class GroupMember:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.info("metadata request failed, retrying: %r", exc)
+                self._limited.warning(
+                    "group %s: metadata request failed (%r); retrying",
+                    self.group_id,
+                    exc,
+                    key="metadata failed",
+                )
+                self._auth_failed(exc)
                 await asyncio.sleep(backoff)  # retry backoff
                 backoff = min(backoff * 2, 5.0)
                 continue
@@ -721,11 +842,19 @@ class GroupMember:
                 generation_id=action.generation_id,
                 member_id=action.member_id,
                 group_instance_id=action.group_instance_id,
+                # Not behind our own JoinGroup, which the coordinator holds (KIP-429 commits).
+                coordination=not action.during_join,
             )
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.info("OffsetCommit failed: %r", exc)
+            self._limited.warning(
+                "group %s: OffsetCommit failed (%r); looking for the coordinator again",
+                self.group_id,
+                exc,
+                key="commit failed",
+            )
+            self._auth_failed(exc)
             self._transport.coordinator_dead()
             self._post(ev.CommitFailed(action.token, -1))
             self._post(ev.CoordinatorLost())
@@ -733,6 +862,12 @@ class GroupMember:
         if result.error_code:
             self._post(ev.CommitFailed(action.token, result.error_code))
         else:
+            log.debug(
+                "group %s: committed %d offsets (generation %d)",
+                self.group_id,
+                len(offsets),
+                action.generation_id,
+            )
             self._telemetry_call("offsets_committed", offsets, action.generation_id)
             self._post(ev.CommitCompleted(action.token))
 
@@ -742,18 +877,18 @@ class GroupMember:
 
     # ------------------------------------------------------------------ helpers
 
-    def _session_expired(self) -> bool:
-        if self._last_contact == 0.0 or self._machine.state in (
-            MemberState.JOINING,
-            MemberState.AWAITING_METADATA,
-            MemberState.AWAITING_SYNC,
-        ):
-            return False  # a JoinGroup/SyncGroup in flight keeps the session alive
-        try:
-            now = asyncio.get_running_loop().time()
-        except RuntimeError:
-            return False
-        return now - self._last_contact > self.session_timeout_ms / 1000
+    def _in_context(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run ``coro`` as a task marked as this member's (so aiokafka's lines are tamed)."""
+        return asyncio.create_task(coro, context=self._context.copy())
+
+    def _auth_failed(self, exc: BaseException) -> None:
+        """A connect refused by TLS or SASL (credentials changed, certificate replaced): raise
+        it from the user's next call, as the Java client does from ``poll``, and keep
+        retrying in the background (the broker may be fixed)."""
+        if isinstance(exc, AuthenticationError):
+            log.warning("authentication failed: %s", exc)
+            self._pending_errors.append(exc)
+            self._notify()
 
     def _request_bound(self) -> float:
         return self._transport.request_timeout_ms / 1000 + 5.0
@@ -838,6 +973,10 @@ class GroupMember:
             getattr(self._telemetry, method)(*args, **kwargs)
         except Exception as exc:  # telemetry must never break the member
             log.debug("telemetry %s failed: %r", method, exc)
+
+
+def _own_options() -> frozenset[str]:
+    return parameter_names(GroupMember.__init__)
 
 
 def _resolve_assignor(assignor: PartitionAssignor | str) -> PartitionAssignor:

@@ -11,6 +11,10 @@ membership state machine to judge. Failures to reach the coordinator (connection
 timed out, node not ready) raise :class:`CoordinatorUnreachableError`, a retriable error; the
 coordinator is forgotten so the next call rediscovers it. Every call is bounded by
 ``request_timeout_ms``.
+
+A connection whose TLS handshake or SASL authentication fails raises an
+:class:`~aiogroup.errors.AuthenticationError` instead (:mod:`aiogroup.client._security`): at
+:meth:`Transport.start` and on any later connect, never retried as if the network were down.
 """
 
 from __future__ import annotations
@@ -43,8 +47,10 @@ from kafka.protocol.metadata.find_coordinator import (
 )
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
+from aiogroup.client._security import diagnose, security_options
 from aiogroup.errors import (
     AiogroupError,
+    AuthenticationError,
     ConfigurationError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -269,7 +275,7 @@ class _WireRequest:
 
 
 class Transport:
-    """Group-coordinator requests for one group, over one :class:`AIOKafkaClient`.
+    """Group-coordinator requests for one group, over one :class:`~aiokafka.client.AIOKafkaClient`.
 
     ``client_options`` go to aiokafka's client as they are (``security_protocol``,
     ``ssl_context``, ``sasl_mechanism``, ``sasl_plain_username``, ...).
@@ -292,14 +298,19 @@ class Transport:
         #: JoinGroup is held by the coordinator until the rebalance completes, so it gets the
         #: rebalance timeout plus a margin (as Java does), not the plain request timeout.
         self.join_timeout_ms = max(request_timeout_ms, join_timeout_ms or 0)
-        self._client = AIOKafkaClient(
-            bootstrap_servers=bootstrap_servers,
-            client_id=client_id,
-            # aiokafka applies one timeout to every request on a connection; ours are enforced
-            # per request in _send, so its own is the longest we use.
-            request_timeout_ms=self.join_timeout_ms,
-            **client_options,
-        )
+        self.client_id = client_id
+        self._security = security_options(client_options)
+        try:
+            self._client = AIOKafkaClient(
+                bootstrap_servers=bootstrap_servers,
+                client_id=client_id,
+                # aiokafka applies one timeout to every request on a connection; ours are
+                # enforced per request in _send, so its own is the longest we use.
+                request_timeout_ms=self.join_timeout_ms,
+                **client_options,
+            )
+        except (TypeError, ValueError, AssertionError) as exc:  # aiokafka refused an option
+            raise ConfigurationError(f"bad client option: {exc}") from exc
         self._coordinator_id: int | None = None
         self._lookup_lock = asyncio.Lock()
         self._started = False
@@ -310,14 +321,33 @@ class Transport:
         return self._coordinator_id
 
     async def start(self) -> None:
-        """Bootstrap (bounded by the request timeout)."""
+        """Bootstrap (bounded by the request timeout).
+
+        Raises :class:`~aiogroup.errors.AuthenticationError` when TLS or SASL fails, else
+        :class:`CoordinatorUnreachableError` when no bootstrap server answers.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
         try:
             await asyncio.wait_for(self._client.bootstrap(), self._timeout)
-        except (OSError, TimeoutError) as exc:
-            raise CoordinatorUnreachableError(f"bootstrap failed: {exc!r}") from exc
+        except TimeoutError as exc:
+            raise CoordinatorUnreachableError(
+                f"bootstrap failed: no answer within {self._timeout:g} s"
+            ) from exc
         except Exception as exc:
             if isinstance(exc, AiogroupError):
                 raise
+            # aiokafka logged why each server failed; find out whether it was security.
+            for host, port, *_ in self._client.hosts:
+                refused = await diagnose(
+                    host,
+                    port,
+                    self._security,
+                    client_id=self.client_id,
+                    timeout=deadline - loop.time(),
+                )
+                if refused is not None:
+                    raise refused from exc
             raise CoordinatorUnreachableError(f"bootstrap failed: {exc}") from exc
         self._started = True
 
@@ -362,12 +392,27 @@ class Transport:
         except (OSError, TimeoutError) as exc:
             raise CoordinatorUnreachableError(f"{request.api} to node {node_id}: {exc!r}") from exc
         except Exception as exc:  # aiokafka's own errors: connection, timeout, not ready
+            from aiokafka.errors import NodeNotReadyError
+
+            if isinstance(exc, NodeNotReadyError):  # the connect failed: why?
+                refused = await self._connect_refused(node_id, timeout or self._timeout)
+                if refused is not None:
+                    raise refused from exc
             raise CoordinatorUnreachableError(f"{request.api} to node {node_id}: {exc!r}") from exc
         if isinstance(response, _DecodeFailed):
             raise RemoteProtocolError(
                 f"undecodable {request.api} v{request.version} response: {response.exc!r}"
             ) from response.exc
         return response
+
+    async def _connect_refused(self, node_id: int, timeout: float) -> AuthenticationError | None:
+        """Whether connecting to ``node_id`` fails on TLS or SASL (see ``_security``)."""
+        broker = self._client.cluster.broker_metadata(node_id)
+        if broker is None:
+            return None
+        return await diagnose(
+            broker.host, broker.port, self._security, client_id=self.client_id, timeout=timeout
+        )
 
     def _any_node(self) -> int:
         node = self._client.get_random_node()
@@ -410,10 +455,14 @@ class Transport:
             self._coordinator_id = int(node_id)
             return self._coordinator_id
 
-    async def _to_coordinator(self, request: _WireRequest, timeout: float | None = None) -> Any:
+    async def _to_coordinator(
+        self, request: _WireRequest, timeout: float | None = None, *, coordination: bool = True
+    ) -> Any:
         node_id = await self.find_coordinator()
         try:
-            response = await self._send(node_id, request, coordination=True, timeout=timeout)
+            response = await self._send(
+                node_id, request, coordination=coordination, timeout=timeout
+            )
         except CoordinatorUnreachableError:
             self.coordinator_dead()
             raise
@@ -558,8 +607,13 @@ class Transport:
         member_id: str,
         group_instance_id: str | None,
         metadata: str = "",
+        coordination: bool = True,
     ) -> OffsetCommitResult:
-        """Commit ``offsets`` (the next offset to read, per partition) for this generation."""
+        """Commit ``offsets`` (the next offset to read, per partition) for this generation.
+
+        ``coordination=False`` sends it on the ordinary connection to the coordinator's broker
+        instead of the group connection, where a held JoinGroup would delay it until the join
+        phase completed (a broker handles one request per connection at a time)."""
         group_id = self.group_id
         by_topic: dict[str, list[tuple[int, int]]] = {}
         for tp, offset in sorted(offsets.items()):
@@ -592,7 +646,7 @@ class Transport:
             )
 
         request = _WireRequest("OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, build)
-        r = await self._to_coordinator(request)
+        r = await self._to_coordinator(request, coordination=coordination)
         errors = {
             TopicPartition(t.name, p.partition_index): int(p.error_code)
             for t in r.topics

@@ -31,7 +31,8 @@ SendSyncGroup          SyncGroupCompleted(token, assignment bytes) or SyncGroupF
 SendHeartbeat          HeartbeatCompleted(token) or HeartbeatFailed(token, error_code)
 SendLeaveGroup         LeaveGroupCompleted(token, error_code)
 CommitOffsets          CommitCompleted(token) or CommitFailed(token, error_code); the machine
-                       then emits ResolveCommit(token, error) for the caller of the commit
+                       then emits ResolveCommit(token, error) for the caller of the commit.
+                       ``during_join``: send it on another connection than the JoinGroup
 InvokeCallbacks        run the listener (:func:`aiogroup.listener.run_callbacks`), then
                        CallbacksFinished(token, first_error)
 ResolveCommit          none: complete the user's commit future with ``error`` (None = ok)
@@ -46,11 +47,14 @@ generation, an abandoned request) are ignored (KAFKA-13406): the driver may deli
 
 User intent is also an event: SubscriptionChanged(topics=... | pattern=...),
 UnsubscribeRequested(), CloseRequested(). Commits go through :meth:`GroupMember.commit`,
-which returns the CommitOffsets action or raises RebalanceInProgressError (retriable: a
-rebalance is under way), CommitFailedError (not part of an active generation) or
-CoordinatorNotAvailableError. Auto-commits the machine needs (before a rebalance, on
-unsubscribe and close, KIP-70) come as ``CommitOffsets(offsets=None)``: commit the consumed
-positions of the partitions owned at that moment.
+which returns the CommitOffsets action or raises only where the coordinator would refuse:
+RebalanceInProgressError (retriable: between a JoinGroup answer and the SyncGroup answer, or
+an EAGER member that revoked everything to rejoin), CommitFailedError (not part of a
+generation) or CoordinatorNotAvailableError. A COOPERATIVE member commits with its current
+generation while it rejoins (KIP-429: it still owns its partitions). Auto-commits the
+machine needs (before a rebalance, on unsubscribe and close, KIP-70) come as
+``CommitOffsets(offsets=None)``: commit the consumed positions of the partitions owned at that
+moment.
 
 Timers
 ------
@@ -73,7 +77,10 @@ still contains the partitions being revoked (so the callback can commit them), b
 
 Queries: ``state`` (:class:`MemberState`), ``member_id``, ``generation_id``, ``leader_id``,
 ``is_leader``, ``protocol`` (EAGER/COOPERATIVE), ``assignment``, ``fetchable``,
-``subscribed_topics``, ``fatal_error``.
+``subscribed_topics``, ``fatal_error``, and the KAFKA-7026 rule: ``may_act_on(now)`` is
+``fetchable`` until ``session_deadline`` (a session timeout after the last request the
+coordinator answered as to a member of its generation), then nothing until it answers again.
+Consumers fetch, hand out records and commit positions only for ``may_act_on(now)``.
 
 Misuse (an event the current state cannot take, a malformed event) raises
 :class:`aiogroup.errors.LocalProtocolError`; broker errors are data in events.

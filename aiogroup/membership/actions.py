@@ -128,6 +128,11 @@ class CommitOffsets(Action):
     ``offsets`` maps partitions to the offsets to commit; ``None`` (auto-commit before a
     rebalance, unsubscribe or close) means "the consumed positions of the partitions owned
     now". Answer with CommitCompleted or CommitFailed; the machine then emits ResolveCommit.
+
+    ``during_join`` is set when this member's JoinGroup is in flight. A coordinator handles the
+    requests of one connection one at a time, in order, and holds a JoinGroup until the join
+    phase completes: send such a commit on another connection to the coordinator, or it would
+    only be handled after the generation moved on (and fail with ILLEGAL_GENERATION).
     """
 
     token: int
@@ -136,6 +141,7 @@ class CommitOffsets(Action):
     generation_id: int
     group_instance_id: str | None
     offsets: Mapping[TopicPartition, int] | None = None
+    during_join: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +149,9 @@ class ResolveCommit(Action):
     """The commit ``token`` is over: report ``error`` (``None`` = success) to whoever asked.
 
     The machine translates broker codes: UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION become a fatal
-    CommitFailedError, REBALANCE_IN_PROGRESS stays the retriable RebalanceInProgressError.
+    CommitFailedError, REBALANCE_IN_PROGRESS stays the retriable RebalanceInProgressError, and
+    ILLEGAL_GENERATION for a commit sent during a join (the join moved the generation on before
+    the commit arrived) becomes RebalanceInProgressError too.
     """
 
     token: int

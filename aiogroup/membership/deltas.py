@@ -8,6 +8,7 @@ per partition dominated the leader's round with 10k partitions.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from functools import cached_property
@@ -18,10 +19,13 @@ __all__ = [
     "LeaderPlan",
     "MemberDelta",
     "Owners",
+    "claimants",
+    "drop_claims",
     "existing_partitions",
     "leader_plan",
     "member_delta",
     "owners_by_claims",
+    "unassigned_partitions",
     "validate_cooperative",
     "withhold_moving_partitions",
 ]
@@ -207,6 +211,64 @@ def leader_plan(
         if bad:  # cannot happen after withholding; a guard against regressions
             raise CooperativeViolationError(f"revoked and assigned in one round: {sorted(bad)}")
     return result, LeaderPlan(owners, assignments, withheld, frozenset(given_back))
+
+
+def unassigned_partitions(
+    assignments: Mapping[str, Assignment], partitions_per_topic: Mapping[str, int]
+) -> frozenset[TopicPartition]:
+    """Partitions of ``partitions_per_topic`` that no member is assigned.
+
+    After KIP-429 2d these are the partitions withheld until their owner revokes them (and any
+    an assignor chose to leave out). Cheap when everything is assigned.
+    """
+    taken: dict[str, set[int]] = {}
+    for a in assignments.values():
+        for topic, partitions in a.partitions.items():
+            taken.setdefault(topic, set()).update(partitions)
+    out: list[TopicPartition] = []
+    for topic, n in partitions_per_topic.items():
+        missing = set(range(max(n, 0))).difference(taken.get(topic, ()))
+        out.extend(TopicPartition(topic, p) for p in sorted(missing))
+    return frozenset(out)
+
+
+def claimants(
+    subscriptions: Mapping[str, Subscription], partitions: Set[TopicPartition]
+) -> dict[TopicPartition, frozenset[str]]:
+    """Who claims each of ``partitions`` in its ``owned_partitions`` (partitions nobody claims
+    are left out)."""
+    if not partitions:
+        return {}
+    topics = {tp.topic for tp in partitions}
+    found: dict[TopicPartition, set[str]] = {}
+    for member_id, sub in subscriptions.items():
+        for topic, owned in sub.owned_partitions.items():
+            if topic not in topics:
+                continue
+            for p in owned:
+                tp = TopicPartition(topic, p)
+                if tp in partitions:
+                    found.setdefault(tp, set()).add(member_id)
+    return {tp: frozenset(members) for tp, members in found.items()}
+
+
+def drop_claims(
+    subscriptions: Mapping[str, Subscription], stale: Mapping[str, Set[TopicPartition]]
+) -> dict[str, Subscription]:
+    """``subscriptions`` with the claims in ``stale`` (member id -> partitions) removed from
+    ``owned_partitions``; everything else in each Subscription is kept."""
+    out = dict(subscriptions)
+    for member_id, partitions in stale.items():
+        sub = out.get(member_id)
+        if sub is None or not partitions:
+            continue
+        kept: dict[str, tuple[int, ...]] = {}
+        for topic, owned in sub.owned_partitions.items():
+            left = tuple(p for p in owned if TopicPartition(topic, p) not in partitions)
+            if left:
+                kept[topic] = left
+        out[member_id] = dataclasses.replace(sub, owned_partitions=kept)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

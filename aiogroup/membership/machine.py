@@ -35,9 +35,12 @@ from aiogroup.membership import actions as act
 from aiogroup.membership import events as ev
 from aiogroup.membership.deltas import (
     LeaderPlan,
+    claimants,
+    drop_claims,
     existing_partitions,
     leader_plan,
     member_delta,
+    unassigned_partitions,
 )
 from aiogroup.membership.errors import AssignorError, RebalanceCallbackError
 from aiogroup.membership.selection import select_protocol
@@ -101,6 +104,9 @@ class MemberConfig:
     rebalance_timeout_ms: int = 300_000
     heartbeat_interval_ms: int = 3_000
     retry_backoff_ms: int = 100
+    #: Cap of the exponential backoff between metadata refreshes while a subscribed topic is
+    #: missing (KIP-580's ``retry.backoff.max.ms``, 1 s in Java).
+    retry_backoff_max_ms: int = 1_000
     enable_auto_commit: bool = True
     rack_id: str | None = None
     protocol_type: str = "consumer"
@@ -115,6 +121,8 @@ class MemberConfig:
             raise ConfigurationError("heartbeat_interval_ms must be lower than session_timeout_ms")
         if self.rebalance_timeout_ms <= 0 or self.retry_backoff_ms < 0:
             raise ConfigurationError("rebalance_timeout_ms must be > 0, retry_backoff_ms >= 0")
+        if self.retry_backoff_max_ms <= 0:
+            raise ConfigurationError("retry_backoff_max_ms must be > 0")
         if not 0 <= self.subscription_version <= 3:
             raise ConfigurationError("subscription_version must be 0..3")
         if self.group_instance_id == "":
@@ -130,6 +138,24 @@ class _PendingCommit:
     member_id: str
     generation_id: int
     purpose: _CommitPurpose
+    during_join: bool = False
+
+
+@dataclass(slots=True)
+class _LeaderRound:
+    """What the leader remembers of the last round it led, while partitions in it went to
+    nobody because a member still claimed them (KIP-429 2d). See ``docs/safety.md``."""
+
+    generation_id: int
+    #: Claimed partitions that nobody was assigned, and who claimed each.
+    claimants: dict[TopicPartition, frozenset[str]]
+    #: Some claim on them was already there, unhonoured, in the round before (same claimant).
+    persisting: bool
+    #: When the leader's SyncGroup was answered: the group was Stable at this generation.
+    stable_at: float | None = None
+    #: Send time of the latest heartbeat of this generation answered NONE: still Stable then.
+    proven_until: float | None = None
+    followed_up: bool = False
 
 
 @dataclass(slots=True)
@@ -163,6 +189,11 @@ class GroupMember:
         self._pattern: re.Pattern[str] | None = None
         self._pattern_metadata_pending = False
         self._metadata: dict[str, int] | None = None
+        #: Topics we asked metadata for and the last answer lacked: refreshed with backoff.
+        self.missing_topics: frozenset[str] = frozenset()
+        self._missing_warned: frozenset[str] = frozenset()
+        self._metadata_refresh_at: float | None = None
+        self._metadata_backoff = 0.0
         self._owned: frozenset[TopicPartition] = frozenset()
         self._pending_revocation: frozenset[TopicPartition] = frozenset()
         self._pending_lost: frozenset[TopicPartition] = frozenset()
@@ -185,6 +216,13 @@ class GroupMember:
         self._prepare_lost_included = False
         self._last_hb_sent = 0.0
         self._last_hb_ok = 0.0
+        # KAFKA-7026: when the requests now answered were sent (the coordinator handled them
+        # later, so a send time is a safe lower bound of when it last saw us alive).
+        self._hb_sent_at = 0.0
+        self._join_sent_at = 0.0
+        self._sync_sent_at = 0.0
+        self._proof_at: float | None = None
+        self._proof_lapse_noted = False
         self._rebalance_start: float | None = None
         self._join_members: tuple[ev.JoinGroupMember, ...] = ()
         self._join_subscriptions: dict[str, Subscription] = {}
@@ -199,6 +237,11 @@ class GroupMember:
         self.last_leader_plan: LeaderPlan | None = None
         #: Members whose metadata the leader could not decode in its last round.
         self.undecodable_members: frozenset[str] = frozenset()
+        #: Claims the leader ignored in its last round: a member kept claiming partitions it
+        #: had not been assigned in the previous round, which it must have received
+        #: (``docs/safety.md``, "withheld partitions are always given out").
+        self.stale_claims: dict[str, frozenset[TopicPartition]] = {}
+        self._round: _LeaderRound | None = None
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -219,6 +262,36 @@ class GroupMember:
         if self._reset_pending:
             return frozenset()
         return self._owned - self._pending_revocation - self._pending_lost
+
+    @property
+    def session_deadline(self) -> float | None:
+        """Until when the member may act on what it owns (KAFKA-7026); ``None`` outside a
+        generation.
+
+        It is the send time of the latest request the coordinator answered in a way that shows
+        this member still in its generation (a Heartbeat answered NONE or REBALANCE_IN_PROGRESS,
+        a JoinGroup or SyncGroup answered without error), plus the session timeout. The
+        coordinator handled that request after it was sent and restarted the member's session
+        then, so it cannot have expired the member before this deadline. A JoinGroup or
+        SyncGroup the coordinator still holds is no answer: the member may have been paused
+        while the answer waited, and the session runs from when it was sent (or the coordinator
+        failed over and forgot the held request). See ``docs/safety.md``.
+        """
+        if self._proof_at is None:
+            return None
+        return self._proof_at + self.config.session_timeout_ms / 1000
+
+    def may_act_on(self, now: float) -> frozenset[TopicPartition]:
+        """The partitions the member may act on at ``now`` (fetch, process, commit positions).
+
+        :attr:`fetchable` while ``now`` is before :attr:`session_deadline`; nothing once a
+        session timeout has passed without an answer from the coordinator, in every state,
+        until the coordinator answers again (KAFKA-7026).
+        """
+        deadline = self.session_deadline
+        if deadline is None or now >= deadline:
+            return frozenset()
+        return self.fetchable
 
     @property
     def is_leader(self) -> bool:
@@ -245,10 +318,18 @@ class GroupMember:
         deadlines: list[float] = []
         if self._retry_at is not None:
             deadlines.append(self._retry_at)
+        if self._metadata_refresh_at is not None:
+            deadlines.append(self._metadata_refresh_at)
         if self._heartbeat_enabled():
             if self._hb_token is None:
                 deadlines.append(self._last_hb_sent + self.config.heartbeat_interval_ms / 1000)
             deadlines.append(self._last_hb_ok + self.config.session_timeout_ms / 1000)
+        lapse = self.session_deadline
+        if lapse is not None and self._owned and not self._proof_lapse_noted:
+            deadlines.append(lapse)  # may_act_on becomes empty then: wake the driver
+        followup = self._followup_deadline()
+        if followup is not None:
+            deadlines.append(followup)
         return min(deadlines) if deadlines else None
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -278,6 +359,19 @@ class GroupMember:
         out: Out = []
         if self._state in (S.CLOSED, S.FATAL, S.LEAVING):
             return out
+        lapse = self.session_deadline
+        if lapse is not None and now >= lapse and not self._proof_lapse_noted:
+            self._proof_lapse_noted = True
+            if self._owned:
+                log.warning(
+                    "no answer from the coordinator for a session timeout (state %s): acting on "
+                    "none of the %d owned partitions until it answers (KAFKA-7026)",
+                    self._state.name,
+                    len(self._owned),
+                )
+        if self._metadata_refresh_at is not None and now >= self._metadata_refresh_at:
+            self._metadata_refresh_at = None
+            self._request_metadata(out)
         if self._heartbeat_enabled():
             if now >= self._last_hb_ok + self.config.session_timeout_ms / 1000:
                 # Java marks the coordinator unknown when the session expires without a
@@ -295,21 +389,41 @@ class GroupMember:
                 self._leader_assign(now, out)
             else:
                 self._advance(now, out)
+        self._maybe_follow_up(now, out)
         return out
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None, now: float) -> act.CommitOffsets:
         """Ask to commit ``offsets`` (``None``: the consumed positions) for this generation.
 
         Returns the CommitOffsets action to send (its result comes back as a ResolveCommit
-        action). Raises RebalanceInProgressError (retriable) while a rebalance is under way,
-        CommitFailedError when the member is not part of an active generation, and
-        CoordinatorNotAvailableError while the coordinator is unknown.
+        action). The member refuses only where the coordinator would (Kafka 2.3-4.x accept a
+        commit with the current generation while the group is PreparingRebalance and answer
+        REBALANCE_IN_PROGRESS while it is CompletingRebalance). So under COOPERATIVE a member
+        still in its generation commits while it prepares to rejoin, while its JoinGroup is in
+        flight and between joins (it still owns its partitions, KIP-429); it raises
+        RebalanceInProgressError (retriable) between its JoinGroup answer and its SyncGroup
+        answer. An EAGER member revoked everything before joining: from its JoinGroup to its
+        SyncGroup answer it raises RebalanceInProgressError. Otherwise: CommitFailedError when
+        the member is not part of a generation, CoordinatorNotAvailableError while the
+        coordinator is unknown. See ``docs/safety.md``.
         """
         if self._state is S.CLOSED:
             raise LocalProtocolError("commit on a closed member")
         if self._state is S.FATAL:
             raise CommitFailedError("the member failed fatally") from self.fatal_error
-        active = self._joined and self.generation_id >= 0 and bool(self.member_id)
+        in_generation = self.generation_id >= 0 and bool(self.member_id)
+        if self._state in (S.AWAITING_METADATA, S.AWAITING_SYNC):
+            # We hold the JoinGroup answer of generation_id but not its assignment: the group
+            # is CompletingRebalance, where the coordinator answers REBALANCE_IN_PROGRESS.
+            raise RebalanceInProgressError(
+                "commit cannot be completed before this member has its assignment "
+                "(SyncGroup in flight); retry after it completes"
+            )
+        if self.protocol is RebalanceProtocol.COOPERATIVE and in_generation:
+            if self.coordinator_id is None:
+                raise CoordinatorNotAvailableError("the group coordinator is not known yet")
+            return self._commit_action(offsets, "user", during_join=self._join_token is not None)
+        active = self._joined and in_generation
         if self._state in _REBALANCING or (not active and self._state is S.PREPARING):
             raise RebalanceInProgressError(
                 "commit cannot be completed: the group is rebalancing; retry after it completes"
@@ -334,6 +448,125 @@ class GroupMember:
         if new not in TRANSITIONS[self._state]:
             raise LocalProtocolError(f"illegal transition {self._state.name} -> {new.name}")
         self._state = new
+
+    def _prove(self, sent_at: float) -> None:
+        """The coordinator answered a request sent at ``sent_at`` in a way that shows this member
+        in its generation: its session ran at least until ``sent_at`` + session timeout."""
+        if self._proof_at is None or sent_at > self._proof_at:
+            self._proof_at = sent_at
+            self._proof_lapse_noted = False
+
+    # -- withheld partitions are always given out (docs/safety.md) -------------------------------
+
+    @property
+    def _handover_wait(self) -> float:
+        """How long a leader waits for withheld partitions to be freed before it rebalances."""
+        return self.config.session_timeout_ms / 1000
+
+    @property
+    def _receipt_wait(self) -> float:
+        """How long a generation must stay Stable before every member still in it has surely
+        received its assignment (a member that does not sync or heartbeat is expired within its
+        session timeout; one that does not sync within the rebalance timeout, KAFKA-12890)."""
+        return max(self.config.session_timeout_ms, self.config.rebalance_timeout_ms) / 1000
+
+    def _followup_round(self) -> _LeaderRound | None:
+        """Our last round as leader, if a follow-up rebalance for it may still be needed."""
+        r = self._round
+        if (
+            r is None
+            or r.followed_up
+            or r.stable_at is None
+            or r.generation_id != self.generation_id
+            or not self.is_leader
+            or self._state is not S.STABLE
+        ):
+            return None
+        return r
+
+    def _followup_deadline(self) -> float | None:
+        r = self._followup_round()
+        if r is None or r.stable_at is None or r.persisting:
+            return None  # persisting: decided by heartbeat answers, see _maybe_follow_up
+        return r.stable_at + self._handover_wait
+
+    def _maybe_follow_up(self, now: float, out: Out) -> None:
+        """Rebalance if partitions withheld in our last round may still be with nobody.
+
+        Their previous owner was to revoke them and rejoin; if it did not (a static member
+        restarted in between and got its cached assignment back, a peer that never revokes,
+        ...), no rebalance ever comes and the group stays Stable with partitions nobody owns.
+        A leader's rejoin always makes the coordinator rebalance. When a claim on them had
+        already gone unhonoured in the round before, wait until this generation has been
+        Stable long enough that the next round may ignore such a claim (see _stale_claims).
+        """
+        r = self._followup_round()
+        if r is None or r.stable_at is None:
+            return
+        if r.persisting:
+            due = r.proven_until is not None and r.proven_until >= r.stable_at + self._receipt_wait
+        else:
+            due = now >= r.stable_at + self._handover_wait
+        if not due:
+            return
+        r.followed_up = True
+        log.info(
+            "leader: %d partition(s) withheld in generation %d may still be unowned "
+            "(%s); rebalancing so that they are handed over",
+            len(r.claimants),
+            r.generation_id,
+            "claimed again" if r.persisting else "no rebalance since",
+        )
+        self._request_rejoin("partitions withheld in the last rebalance are not handed over yet")
+        self._advance(now, out)
+
+    def _stale_claims(
+        self, subscriptions: Mapping[str, Subscription]
+    ) -> dict[str, frozenset[TopicPartition]]:
+        """Claims to ignore this round: partitions nobody was assigned in the previous round
+        (which we led) because of a member's claim, claimed again by that same member.
+
+        That round was Stable for at least ``_receipt_wait`` (a heartbeat answered NONE says
+        so), so the member, still in the group under the same id, received its assignment,
+        which did not contain them: a member following KIP-429 would have revoked them before
+        rejoining. kafka-python 3.0.12's cooperative assignor keeps claiming what it lost.
+        """
+        prev = self._round
+        if (
+            prev is None
+            or prev.generation_id + 1 != self.generation_id
+            or prev.stable_at is None
+            or prev.proven_until is None
+            or prev.proven_until < prev.stable_at + self._receipt_wait
+        ):
+            return {}
+        stale: dict[str, set[TopicPartition]] = {}
+        for tp, members in claimants(subscriptions, frozenset(prev.claimants)).items():
+            for member_id in members & prev.claimants[tp]:
+                stale.setdefault(member_id, set()).add(tp)
+        return {m: frozenset(tps) for m, tps in sorted(stale.items())}
+
+    def _remember_round(
+        self,
+        assignments: Mapping[str, Assignment],
+        subscriptions: Mapping[str, Subscription],
+        partitions_per_topic: Mapping[str, int],
+    ) -> None:
+        withheld = claimants(
+            subscriptions, unassigned_partitions(assignments, partitions_per_topic)
+        )
+        if not withheld:
+            self._round = None
+            return
+        prev = self._round
+        persisting = (
+            prev is not None
+            and prev.generation_id + 1 == self.generation_id
+            and any(
+                members & prev.claimants.get(tp, frozenset()) for tp, members in withheld.items()
+            )
+        )
+        self._round = _LeaderRound(self.generation_id, withheld, persisting)
 
     def _heartbeat_enabled(self) -> bool:
         return (
@@ -360,11 +593,51 @@ class GroupMember:
     def _request_metadata(self, out: Out) -> None:
         out.append(act.RequestMetadata(self._metadata_topics(), self._pattern))
 
+    def _track_missing_topics(self, now: float) -> None:
+        """Topics we asked metadata for that do not exist: refresh with backoff until they do.
+
+        A subscribed topic created later must be assigned within seconds, not after the next
+        periodic refresh (``metadata_max_age_ms``, 5 minutes): Java's metadata answers a topic
+        it does not know with a retriable error and asks again after ``retry.backoff.ms``,
+        backing off exponentially to ``retry.backoff.max.ms`` (KIP-580). The leader asks for
+        every member's topics, so it notices too and rejoins when the topic appears (1b). Each
+        missing subscribed topic is warned about once, until it appears.
+        """
+        asked = self._metadata_topics()
+        known = self._metadata or {}
+        missing = frozenset() if asked is None else frozenset(t for t in asked if t not in known)
+        self.missing_topics = missing
+        subscribed = missing & (self._topics or frozenset())
+        for topic in sorted(subscribed - self._missing_warned):
+            log.warning(
+                "group %s: subscribed topic %r does not exist (or is not visible to this "
+                "client); none of its partitions can be assigned. Checking again until it "
+                "appears.",
+                self.config.group_id,
+                topic,
+            )
+        self._missing_warned = subscribed
+        if not missing:
+            self._metadata_refresh_at = None
+            self._metadata_backoff = 0.0
+            return
+        cap = max(self.config.retry_backoff_ms, self.config.retry_backoff_max_ms) / 1000
+        first = self.config.retry_backoff_ms / 1000 or cap
+        delay = min(self._metadata_backoff or first, cap)
+        self._metadata_refresh_at = now + delay
+        self._metadata_backoff = min(delay * 2, cap)
+
     def _commit_action(
-        self, offsets: Mapping[TopicPartition, int] | None, purpose: _CommitPurpose
+        self,
+        offsets: Mapping[TopicPartition, int] | None,
+        purpose: _CommitPurpose,
+        *,
+        during_join: bool = False,
     ) -> act.CommitOffsets:
         token = self._token()
-        self._commits[token] = _PendingCommit(self.member_id, self.generation_id, purpose)
+        self._commits[token] = _PendingCommit(
+            self.member_id, self.generation_id, purpose, during_join
+        )
         return act.CommitOffsets(
             token=token,
             group_id=self.config.group_id,
@@ -372,6 +645,7 @@ class GroupMember:
             generation_id=self.generation_id,
             group_instance_id=self.config.group_instance_id,
             offsets=None if offsets is None else dict(offsets),
+            during_join=during_join,
         )
 
     def _callbacks(
@@ -424,12 +698,16 @@ class GroupMember:
         self._joined = False
         self._hb_token = None
         self._assignment_snapshot = None
+        self._proof_at = None
+        self._round = None
         if self._owned:
             self._reset_pending = True
         self._request_rejoin(reason)
 
     def _fatal(self, error: AiogroupError, out: Out) -> None:
         self.fatal_error = error
+        self._proof_at = None
+        self._round = None
         self._find_token = self._join_token = self._sync_token = None
         self._hb_token = self._leave_token = self._callbacks_token = None
         self._retry_at = None
@@ -586,6 +864,7 @@ class GroupMember:
         self._rejoin_needed = False
         self._rejoin_reason = ""
         self._prepare_committed = False
+        self._join_sent_at = now
         self._goto(S.JOINING)
         out.append(
             act.SendJoinGroup(
@@ -602,9 +881,10 @@ class GroupMember:
             )
         )
 
-    def _send_sync(self, out: Out, assignments: tuple[tuple[str, bytes], ...]) -> None:
+    def _send_sync(self, now: float, out: Out, assignments: tuple[tuple[str, bytes], ...]) -> None:
         token = self._token()
         self._sync_token = token
+        self._sync_sent_at = now
         self._goto(S.AWAITING_SYNC)
         out.append(
             act.SendSyncGroup(
@@ -623,6 +903,7 @@ class GroupMember:
         token = self._token()
         self._hb_token = token
         self._last_hb_sent = now
+        self._hb_sent_at = now
         out.append(
             act.SendHeartbeat(
                 token=token,
@@ -638,7 +919,17 @@ class GroupMember:
         self._retry_at = None
         name = self.protocol_name or ""
         assignor = self._assignors[name]
-        subscriptions = self._join_subscriptions
+        claimed = self._join_subscriptions
+        self.stale_claims = self._stale_claims(claimed)
+        subscriptions = claimed
+        if self.stale_claims:
+            log.warning(
+                "leader: ignoring claims on partitions withheld since generation %d that their "
+                "claimants were not assigned and must have revoked: %s",
+                self.generation_id - 1,
+                {m: sorted(tps) for m, tps in self.stale_claims.items()},
+            )
+            subscriptions = drop_claims(claimed, self.stale_claims)
         metadata = self._metadata or {}
         group_topics = {t for s in subscriptions.values() for t in s.topics}
         partitions_per_topic = {t: metadata[t] for t in sorted(group_topics) if t in metadata}
@@ -671,7 +962,9 @@ class GroupMember:
             return
         self.last_leader_plan = plan
         self._assignment_snapshot = partitions_per_topic
-        self._send_sync(out, encoded)
+        if cooperative:
+            self._remember_round(assignments, claimed, partitions_per_topic)
+        self._send_sync(now, out, encoded)
 
     def _finish_assignment(self, now: float, out: Out) -> None:
         """KIP-429 3b + 3d: take the new assignment, on_assignment, then assigned."""
@@ -714,6 +1007,7 @@ class GroupMember:
 
     def _start_leave(self, now: float, out: Out, *, close: bool) -> None:
         self._leave_close = close
+        self._metadata_refresh_at = None
         self._find_token = self._join_token = self._sync_token = self._hb_token = None
         self._retry_at = None
         self._callbacks_token = None
@@ -777,6 +1071,8 @@ class GroupMember:
         self.generation_id = NO_GENERATION
         self.leader_id = ""
         self.member_id = ""  # as Java's resetGenerationOnLeaveGroup, static members included
+        self._proof_at = None
+        self._round = None
         self._joined = False
         self._joined_topics = None
         self._rejoin_needed = False
@@ -799,6 +1095,8 @@ class GroupMember:
         if (e.topics is None) == (e.pattern is None):
             raise LocalProtocolError("SubscriptionChanged needs exactly one of topics or pattern")
         if e.topics is not None:
+            if isinstance(e.topics, str | bytes):  # would read as its letters
+                raise LocalProtocolError(f"topics must be a set of names, not {e.topics!r}")
             if any(not isinstance(t, str) or not t for t in e.topics):
                 raise LocalProtocolError("topic names must be non-empty strings")
             self._topics = frozenset(e.topics)
@@ -844,6 +1142,7 @@ class GroupMember:
         self._pattern_metadata_pending = False
         if self._state in (S.CLOSED, S.FATAL, S.LEAVING):
             return
+        self._track_missing_topics(now)
         if self._state is S.AWAITING_METADATA:
             self._leader_assign(now, out)
             return
@@ -914,10 +1213,12 @@ class GroupMember:
         self.generation_id = e.generation_id
         self.leader_id = e.leader
         self.protocol_name = e.protocol_name
+        self._prove(self._join_sent_at)
         if not self.is_leader:
             self._group_topics = frozenset()
             self._assignment_snapshot = None
-            self._send_sync(out, ())
+            self._round = None
+            self._send_sync(now, out, ())
             return
         self._join_members = e.members
         subscriptions: dict[str, Subscription] = {}
@@ -962,6 +1263,9 @@ class GroupMember:
         if e.token != self._sync_token:
             return
         self._sync_token = None
+        self._prove(self._sync_sent_at)
+        if self._round is not None and self._round.generation_id == self.generation_id:
+            self._round.stable_at = now  # our (the leader's) SyncGroup completed the round
         try:
             assignment = decode_assignment(e.assignment)
         except AiogroupError as exc:
@@ -1030,6 +1334,11 @@ class GroupMember:
             return
         self._hb_token = None
         self._last_hb_ok = now
+        self._prove(self._hb_sent_at)
+        r = self._round
+        if r is not None and r.generation_id == self.generation_id and r.stable_at is not None:
+            r.proven_until = self._hb_sent_at  # NONE: the group was Stable when it was handled
+            self._maybe_follow_up(now, out)
 
     def _on_heartbeat_failed(self, e: ev.HeartbeatFailed, now: float, out: Out) -> None:
         if e.token != self._hb_token:
@@ -1043,7 +1352,10 @@ class GroupMember:
             self._coordinator_lost(now, out)
             return
         if code == REBALANCE_IN_PROGRESS:
-            self._last_hb_ok = now  # the coordinator answered: the session is alive
+            # The coordinator checked our member id and generation before answering, and
+            # restarted our session (PreparingRebalance): the session is alive.
+            self._last_hb_ok = now
+            self._prove(self._hb_sent_at)
             if self._state is not S.PREPARING:
                 self._request_rejoin("Heartbeat: REBALANCE_IN_PROGRESS")  # 1c
         elif code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
@@ -1080,10 +1392,14 @@ class GroupMember:
         if pending is None:
             return
         code = e.error_code
+        # A commit sent while our JoinGroup was in flight says nothing new about our
+        # membership: the JoinGroup's own answer does (and the generation may have moved on
+        # through that very join before the commit arrived).
         current = (
             pending.generation_id == self.generation_id
             and pending.member_id == self.member_id
             and self._state not in (S.CLOSED, S.FATAL)
+            and not pending.during_join
         )
         error: KafkaError
         if code == FENCED_INSTANCE_ID:
@@ -1091,7 +1407,14 @@ class GroupMember:
             if self._state not in (S.CLOSED, S.FATAL):
                 self._fatal(FencedInstanceIdError("OffsetCommit: group_instance_id fenced"), out)
             return
-        if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+        if code == ILLEGAL_GENERATION and pending.during_join:
+            # The join phase completed before the coordinator handled the commit (our
+            # JoinGroup moved the generation on): retriable, like Java's REBALANCE_IN_PROGRESS.
+            error = RebalanceInProgressError(
+                "commit failed: the rebalance completed before the commit reached the "
+                "coordinator; retry once this member has its new assignment"
+            )
+        elif code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
             error = CommitFailedError(
                 "commit cannot be completed: the member was removed from the group or its "
                 f"generation is over (error {code}); its partitions may be elsewhere now"
@@ -1152,6 +1475,7 @@ class GroupMember:
                 self._metrics.observe(REBALANCE_LATENCY, now - self._rebalance_start, now)
                 self._rebalance_start = None
             self._advance(now, out)
+            self._maybe_follow_up(now, out)
         elif self._state is S.LEAVING:
             self._leave_group(out)
 

@@ -8,6 +8,13 @@ Sticky user data carries no version field (KIP-341)::
 A reader tries v1 first; if the bytes do not fit it falls back to v0, whose generation is
 unknown (-1). Bytes after the v1 generation are ignored, like Java's ``Schema.read``.
 
+kafka-python 3 (3.0.12) writes its sticky user data with its generic versioned encoder: an
+int16 version (``00 01``) and then the v1 block. Read as the standard layout, those two bytes
+make the topic count at least 65,536, which the few bytes that follow cannot hold; so when the
+standard layout does not fit and the bytes start with ``00 01``, the v1 block after them is
+read. (Java, librdkafka and kafka-python itself cannot read each other's layout: kafka-python's
+leader drops a Java member's previous assignment, and until now ours dropped kafka-python's.)
+
 In cooperative-sticky user data the peers disagree:
 
 - Java writes a bare int32 generation (and, from Subscription V2 on, the generation also travels
@@ -21,6 +28,7 @@ the Subscription itself takes precedence; choosing between the two is the assign
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
@@ -76,20 +84,37 @@ def encode_sticky_user_data(
 
 
 def decode_sticky_user_data(data: Buffer | None) -> StickyUserData:
-    """Decode sticky user data: v1 if it fits, else v0 with generation -1.
+    """Decode sticky user data: v1 if it fits, else v0 with generation -1, else kafka-python
+    3's layout (``00 01`` + v1).
 
     Empty or null user data (a member with no history) gives an empty assignment and generation
-    -1, as Java's ``AbstractStickyAssignor`` treats it. Bytes that fit neither layout raise the
-    :class:`~aiogroup.errors.CodecError` of the v0 attempt. (Java silently ignores such a
+    -1, as Java's ``AbstractStickyAssignor`` treats it. Bytes that fit no layout raise the
+    :class:`~aiogroup.errors.CodecError` of the standard (v0) attempt. (Java silently ignores such a
     previous assignment; callers that want that should catch ``CodecError``.)
     """
     if not data:
         return StickyUserData({}, NO_GENERATION)
-    r = Reader(as_bytes(data))
+    raw = as_bytes(data)
+    try:
+        return _decode_sticky(Reader(raw))
+    except CodecError as standard_error:
+        if raw[:2] == _KAFKA_PYTHON_VERSION:
+            with contextlib.suppress(CodecError):
+                return _decode_sticky(Reader(raw, 2), versioned=True)
+        raise standard_error
+
+
+#: The int16 version kafka-python 3 writes before its sticky v1 block.
+_KAFKA_PYTHON_VERSION = b"\x00\x01"
+
+
+def _decode_sticky(r: Reader, *, versioned: bool = False) -> StickyUserData:
     # v1 and v0 share the assignment prefix: if it does not parse, neither layout fits.
     partitions = r.topic_partitions(_FIELD)
     if r.remaining >= 4:
         return StickyUserData(partitions, r.int32("generation"))
+    if versioned:  # kafka-python's version 1 has the generation: without it, it is truncated
+        r.int32("generation")
     # v0: no generation (KIP-341: "the generation is unknown").
     return StickyUserData(partitions, NO_GENERATION)
 

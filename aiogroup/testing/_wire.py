@@ -15,6 +15,7 @@ what a *server* needs around them:
 
 from __future__ import annotations
 
+import socket
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from kafka.protocol import admin as _admin
 from kafka.protocol import consumer as _consumer
 from kafka.protocol import metadata as _metadata
 from kafka.protocol import producer as _producer
+from kafka.protocol import sasl as _sasl
 
 from aiogroup.errors import InvalidFieldError, RemoteProtocolError, TruncatedError
 
@@ -35,6 +37,7 @@ __all__ = [
     "MalformedRequestError",
     "Request",
     "UnsupportedRequestError",
+    "blocking_request",
     "build",
     "decode_request",
     "encode_response",
@@ -64,10 +67,12 @@ _CLASSES: Final[dict[int, tuple[Any, Any]]] = {
     14: (_consumer.SyncGroupRequest, _consumer.SyncGroupResponse),
     15: (_admin.DescribeGroupsRequest, _admin.DescribeGroupsResponse),
     16: (_admin.ListGroupsRequest, _admin.ListGroupsResponse),
+    17: (_sasl.SaslHandshakeRequest, _sasl.SaslHandshakeResponse),
     18: (_metadata.ApiVersionsRequest, _metadata.ApiVersionsResponse),
     19: (_admin.CreateTopicsRequest, _admin.CreateTopicsResponse),
     20: (_admin.DeleteTopicsRequest, _admin.DeleteTopicsResponse),
     22: (_producer.InitProducerIdRequest, _producer.InitProducerIdResponse),
+    36: (_sasl.SaslAuthenticateRequest, _sasl.SaslAuthenticateResponse),
     37: (_admin.CreatePartitionsRequest, _admin.CreatePartitionsResponse),
     42: (_admin.DeleteGroupsRequest, _admin.DeleteGroupsResponse),
 }
@@ -88,10 +93,12 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 4),  # ListGroups
+    17: (0, 1),  # SaslHandshake (v1: tokens in SaslAuthenticate, KIP-152)
     18: (0, 3),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 5),  # DeleteTopics (v6 addresses topics by id)
     22: (0, 4),  # InitProducerId (idempotent producers)
+    36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
 }
@@ -251,3 +258,32 @@ def decode_response(api_key: int, api_version: int, payload: bytes) -> Any:
             field="body",
             offset=0,
         ) from exc
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    """Read exactly ``n`` bytes from a blocking socket (``ConnectionError`` at end of stream)."""
+    chunks = bytearray()
+    while len(chunks) < n:
+        chunk = sock.recv(n - len(chunks))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def blocking_request(
+    sock: socket.socket,
+    api: str,
+    version: int,
+    values: Mapping[str, Any],
+    *,
+    correlation_id: int = 1,
+    client_id: str = "aiogroup-test",
+) -> Any:
+    """Send one request on a connected blocking socket and return the decoded response."""
+    api_key = API_KEYS_BY_NAME[api]
+    sock.sendall(
+        encode_request(api_key, version, values, correlation_id=correlation_id, client_id=client_id)
+    )
+    size = frame_size(recv_exactly(sock, 4))
+    return decode_response(api_key, version, recv_exactly(sock, size))

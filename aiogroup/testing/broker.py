@@ -18,6 +18,12 @@ From blocking code (threads, real clients), :class:`ThreadedBroker` runs one on 
 
 As a process: ``python -m aiogroup.testing.broker --port 9092``.
 
+TLS and SASL: ``listeners=[Listener("SSL"), Listener("SASL_PLAINTEXT"), Listener("SASL_SSL")]``
+adds listeners beside the PLAINTEXT one (ports in ``broker.ports``); TLS listeners use
+``ssl_context`` (a server context, e.g. :meth:`aiogroup.testing.tls.Pki.server_context`), SASL
+listeners authenticate against ``sasl_credentials`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) before
+serving any other request, as Kafka's SaslServerAuthenticator does (:mod:`aiogroup.testing._auth`).
+
 Like Kafka, each connection is served one request at a time, in order (Kafka mutes a channel
 while a request is in flight), so a held JoinGroup or a long-polling Fetch holds that connection
 only. Malformed input closes the offending connection, is recorded in ``broker.faults.events``
@@ -29,18 +35,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import signal
+import ssl
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future as ConcurrentFuture
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypeVar
 
 from aiogroup.errors import ConfigurationError, RemoteProtocolError, TruncatedError
-from aiogroup.testing import _wire
+from aiogroup.testing import _auth, _wire
 from aiogroup.testing._log import CorruptRecordError, Log
 from aiogroup.testing.coordinator import (
     CoordinatorConfig,
@@ -59,6 +67,8 @@ from aiogroup.testing.coordinator import (
     SyncGroupResponseData,
 )
 from aiogroup.testing.faults import GROUP_APIS, FaultEvent, FaultRule, Faults
+from aiogroup.testing.listeners import Listener
+from aiogroup.testing.sasl import MECHANISMS, SaslCredentials
 
 __all__ = ["EmbeddedBroker", "RawClient", "ThreadedBroker", "main"]
 
@@ -88,6 +98,9 @@ class _Connection:
     client_id: str = ""
     member_ids: set[str] = field(default_factory=set)
     task: asyncio.Task[None] | None = None
+    #: The listener this connection came in on (None: the PLAINTEXT one) and its SASL user.
+    listener: Listener | None = None
+    principal: str | None = None
 
 
 class EmbeddedBroker:
@@ -97,6 +110,12 @@ class EmbeddedBroker:
     ``topics`` maps names to partition counts created at construction. Unknown topics asked for
     in Metadata are created with ``num_partitions`` when ``auto_create_topics`` (Kafka's
     ``auto.create.topics.enable``) and the request allows it.
+
+    ``listeners`` adds TLS and SASL listeners beside the PLAINTEXT one (see the module doc);
+    ``sasl_mechanisms`` are those SASL listeners enable (Kafka's ``sasl.enabled.mechanisms``).
+    ``ssl_context`` and ``sasl_mechanisms`` may also map listener names to their own setting
+    (as Kafka's ``listener.name.<name>.`` prefix does), e.g. a listener requiring client
+    certificates beside one that does not.
     """
 
     def __init__(
@@ -112,9 +131,17 @@ class EmbeddedBroker:
         verify_crc: bool = True,
         max_frame_bytes: int = _wire.MAX_FRAME_BYTES,
         cluster_id: str = "aiogroup-embedded",
+        listeners: Sequence[Listener] = (),
+        ssl_context: ssl.SSLContext | Mapping[str, ssl.SSLContext] | None = None,
+        sasl_credentials: SaslCredentials | None = None,
+        sasl_mechanisms: Sequence[str] | Mapping[str, Sequence[str]] = MECHANISMS,
     ) -> None:
         if num_partitions < 1:
             raise ConfigurationError("num_partitions must be >= 1")
+        self._security = _auth.resolve_listeners(listeners, ssl_context, sasl_mechanisms)
+        self.listeners = list(listeners)
+        self.sasl_credentials = sasl_credentials or SaslCredentials()
+        self._listener_servers: list[asyncio.Server] = []
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -153,10 +180,12 @@ class EmbeddedBroker:
             14: self._sync_group,
             15: self._describe_groups,
             16: self._list_groups,
+            17: self._sasl_when_authenticated,
             18: self._api_versions,
             19: self._create_topics,
             20: self._delete_topics,
             22: self._init_producer_id,
+            36: self._sasl_when_authenticated,
             37: self._create_partitions,
             42: self._delete_groups,
         }
@@ -166,6 +195,11 @@ class EmbeddedBroker:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """Listener name -> port (``PLAINTEXT`` is :attr:`port`)."""
+        return {"PLAINTEXT": self.port, **{x.name: x.port for x in self.listeners}}
 
     @property
     def running(self) -> bool:
@@ -182,6 +216,18 @@ class EmbeddedBroker:
         )
         sock = self._server.sockets[0]
         self.port = int(sock.getsockname()[1])
+        for listener in self.listeners:
+            server = await asyncio.start_server(
+                functools.partial(self._serve, listener=listener),
+                self.host,
+                listener.port,
+                reuse_address=True,
+                limit=2**16,
+                ssl=self._security[listener.name].ssl_context,
+                ssl_handshake_timeout=10.0 if listener.tls else None,
+            )
+            listener.port = int(server.sockets[0].getsockname()[1])
+            self._listener_servers.append(server)
         if self._started_once:
             # A restarted coordinator reloads its groups from the offsets log (see coordinator).
             self.coordinator.failover(self._loop.time())
@@ -196,6 +242,9 @@ class EmbeddedBroker:
         if server is None:
             return
         server.close()
+        servers, self._listener_servers = self._listener_servers, []
+        for extra in servers:
+            extra.close()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -207,8 +256,9 @@ class EmbeddedBroker:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(server.wait_closed(), 5)
+        for closing in (server, *servers):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(closing.wait_closed(), 5)
         self.faults.record("stop", detail=self.bootstrap)
 
     async def restart(self) -> None:
@@ -281,13 +331,23 @@ class EmbeddedBroker:
 
     # --- connections ------------------------------------------------------------------------
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        listener: Listener | None = None,
+    ) -> None:
         peername = writer.get_extra_info("peername")
         peer = f"/{peername[0]}" if isinstance(peername, tuple) else "/127.0.0.1"
-        conn = _Connection(next(self._conn_ids), peer, reader, writer)
+        conn = _Connection(next(self._conn_ids), peer, reader, writer, listener=listener)
         conn.task = asyncio.current_task()
         self._connections[conn.conn_id] = conn
         try:
+            if listener is not None and listener.sasl:
+                enabled = self._security[listener.name].mechanisms
+                conn.principal = await _auth.authenticate(self, conn, enabled)
+                if conn.principal is None:
+                    return
             await self._read_loop(conn)
         except asyncio.CancelledError:
             pass
@@ -707,8 +767,15 @@ class EmbeddedBroker:
             "results": [{"group_id": g, "error_code": code} for g, code in results],
         }
 
+    def _advertised_port(self, conn: _Connection) -> int:
+        """The port of the listener a request came in on (Kafka answers with that endpoint)."""
+        return conn.listener.port if conn.listener is not None else self.port
+
+    async def _sasl_when_authenticated(self, conn: _Connection, req: _wire.Request) -> Values:
+        return _auth.already_authenticated(req)
+
     async def _find_coordinator(self, conn: _Connection, req: _wire.Request) -> Values:
-        me = {"node_id": self.node_id, "host": self.host, "port": self.port}
+        me = {"node_id": self.node_id, "host": self.host, "port": self._advertised_port(conn)}
         if req.api_version >= 4:
             return {
                 "coordinators": [
@@ -784,7 +851,12 @@ class EmbeddedBroker:
             topics.append(self._topic_metadata(name))
         return {
             "brokers": [
-                {"node_id": self.node_id, "host": self.host, "port": self.port, "rack": None}
+                {
+                    "node_id": self.node_id,
+                    "host": self.host,
+                    "port": self._advertised_port(conn),
+                    "rack": None,
+                }
             ],
             "cluster_id": self.cluster_id,
             "controller_id": self.node_id,
@@ -1253,6 +1325,7 @@ async def _run_cli(args: argparse.Namespace) -> None:
         auto_create_topics=not args.no_auto_create_topics,
         num_partitions=args.num_partitions,
         coordinator_config=config,
+        **_auth.cli_security(args),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -1261,6 +1334,11 @@ async def _run_cli(args: argparse.Namespace) -> None:
             loop.add_signal_handler(sig, stop.set)
     async with broker:
         print(f"aiogroup embedded broker listening on {broker.bootstrap}", flush=True)
+        for listener in broker.listeners:
+            print(
+                f"  {listener.name} ({listener.security_protocol}) on port {listener.port}",
+                flush=True,
+            )
         await stop.wait()
 
 
@@ -1283,6 +1361,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--initial-rebalance-delay-ms", type=int, default=0)
     parser.add_argument("--group-min-session-timeout-ms", type=int, default=6000)
     parser.add_argument("--log-level", default="WARNING")
+    _auth.add_cli_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"

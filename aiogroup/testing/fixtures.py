@@ -1,4 +1,8 @@
-"""pytest fixtures for code that talks to Kafka: ``pytest_plugins = ["aiogroup.testing.fixtures"]``.
+"""pytest fixtures for code that talks to Kafka, loaded by aiogroup's pytest plugin.
+
+Installing aiogroup registers them with pytest (entry point ``pytest11``, see
+:mod:`aiogroup.testing.pytest_plugin`); no ``pytest_plugins`` line is needed. They work with
+pytest-asyncio in both its ``strict`` (default) and ``auto`` modes.
 
 * ``embedded_broker`` (async, function scope): an :class:`EmbeddedBroker` on the test's loop.
 * ``threaded_broker`` (function scope): the same on its own thread, for blocking clients
@@ -28,9 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pytest
 
@@ -134,7 +138,19 @@ def _kafka_container() -> Iterator[str]:  # pragma: no cover - needs Docker
         yield str(container.get_bootstrap_server())
 
 
-@pytest.fixture
+_Fixture = TypeVar("_Fixture", bound=Callable[..., Any])
+
+
+def _async_fixture(fn: _Fixture) -> _Fixture:
+    """Declare an async fixture through pytest-asyncio: its strict mode runs no other kind."""
+    try:
+        import pytest_asyncio
+    except ImportError:  # pragma: no cover - without pytest-asyncio no async test runs anyway
+        return cast(_Fixture, pytest.fixture(fn))
+    return cast(_Fixture, pytest_asyncio.fixture(fn))
+
+
+@_async_fixture
 async def embedded_broker() -> AsyncIterator[EmbeddedBroker]:
     """An embedded broker on the running test loop."""
     async with EmbeddedBroker(coordinator_config=_embedded_config()) as broker:

@@ -22,6 +22,13 @@ Usage::
         print(kafka.bootstrap)              # "127.0.0.1:PORT"
         kafka.create_topic("orders", 6)
 
+TLS and SASL (PLAIN, SCRAM-SHA-256/512) listeners beside PLAINTEXT::
+
+    pki = make_pki(tmp_path)                                  # aiogroup.testing.tls
+    with KafkaBroker(**security_config(pki=pki, plain_users={"alice": "alice-secret"})) as kafka:
+        kafka.add_scram_user("alice", "alice-secret")         # kafka-configs.sh, then waits
+        kafka.ports["SASL_SSL"]                               # SSL, SASL_PLAINTEXT, SASL_SSL
+
 Everything listens on 127.0.0.1 only and is stopped by pid. Set ``AIOGROUP_KAFKA_CACHE`` to
 choose the cache directory (default ``~/.cache/aiogroup/kafka``); set ``AIOGROUP_KAFKA_KEEP=1``
 to keep every run's configuration and logs (they are always kept when a start fails).
@@ -51,9 +58,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from aiogroup.errors import AiogroupError
+from aiogroup.errors import AiogroupError, ConfigurationError
 from aiogroup.testing import _wire
+from aiogroup.testing.listeners import Listener
+from aiogroup.testing.sasl import MECHANISMS, SCRAM_MECHANISMS, sasl_login
 from aiogroup.testing.tansu import free_port
+from aiogroup.testing.tls import Pki
 
 __all__ = [
     "KAFKA_SHA512",
@@ -61,9 +71,12 @@ __all__ = [
     "KafkaBroker",
     "KafkaInstall",
     "KafkaUnavailableError",
+    "Listener",
     "ensure_kafka",
     "find_java",
     "kafka_available",
+    "sasl_jaas",
+    "security_config",
 ]
 
 KAFKA_VERSION = "2.3.0"
@@ -354,17 +367,63 @@ TEST_CONFIG: Mapping[str, str] = {
 }
 
 
-@dataclass
-class Listener:
-    """One broker listener: ``name`` (also its security protocol unless ``protocol`` is given)."""
+def sasl_jaas(plain_users: Mapping[str, str] | None = None) -> str:
+    """A JAAS file body for the broker: PLAIN with ``plain_users`` (user -> password) and SCRAM
+    (whose users live in ZooKeeper, see :meth:`KafkaBroker.add_scram_user`)."""
+    users = "".join(
+        f'\n    user_{_jaas_word(u)}="{_jaas_value(p)}"' for u, p in (plain_users or {}).items()
+    )
+    return (
+        "KafkaServer {\n"
+        f"  org.apache.kafka.common.security.plain.PlainLoginModule required{users};\n"
+        "  org.apache.kafka.common.security.scram.ScramLoginModule required;\n"
+        "};\n"
+    )
 
-    name: str
-    port: int = 0
-    protocol: str | None = None
 
-    @property
-    def security_protocol(self) -> str:
-        return self.protocol or self.name
+def _jaas_word(user: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]+", user):
+        raise ConfigurationError(f"a JAAS option name cannot hold the user name {user!r}")
+    return user
+
+
+def _jaas_value(value: str) -> str:
+    if '"' in value or "\\" in value or "\n" in value:
+        raise ConfigurationError("a JAAS value here cannot hold quotes, backslashes or newlines")
+    return value
+
+
+def security_config(
+    *,
+    pki: Pki | None = None,
+    plain_users: Mapping[str, str] | None = None,
+    mechanisms: Sequence[str] = MECHANISMS,
+    client_auth: str = "none",
+    sasl: bool = True,
+) -> dict[str, Any]:
+    """Keyword arguments for :class:`KafkaBroker` adding TLS and SASL listeners.
+
+    With ``pki`` (:func:`aiogroup.testing.tls.make_pki`): an ``SSL`` listener with its broker
+    certificate (``client_auth`` is ``ssl.client.auth``). With ``sasl``: ``SASL_PLAINTEXT``
+    enabling ``mechanisms``, PLAIN users from ``plain_users``; both together add ``SASL_SSL``.
+    SCRAM users are added once the broker runs (:meth:`KafkaBroker.add_scram_user`).
+    """
+    unknown = [m for m in mechanisms if m not in MECHANISMS]
+    if unknown:
+        raise ConfigurationError(f"mechanisms must be some of {', '.join(MECHANISMS)}: {unknown}")
+    listeners: list[Listener] = []
+    config: dict[str, str] = {}
+    if pki is not None:
+        listeners.append(Listener("SSL"))
+        config.update(pki.kafka_config(client_auth=client_auth))
+    jaas = None
+    if sasl:
+        listeners.append(Listener("SASL_PLAINTEXT"))
+        if pki is not None:
+            listeners.append(Listener("SASL_SSL"))
+        config["sasl.enabled.mechanisms"] = ",".join(mechanisms)
+        jaas = sasl_jaas(plain_users)
+    return {"config": config, "listeners": listeners, "jaas": jaas}
 
 
 @dataclass
@@ -628,16 +687,15 @@ class KafkaBroker:
         self, api: str, version: int, values: Mapping[str, Any], timeout: float = 10.0
     ) -> Any:
         """One blocking request to the PLAINTEXT listener (kafka-python's decoded response)."""
-        api_key = _wire.API_KEYS_BY_NAME[api]
-        correlation_id = next(self._correlation)
-        frame = _wire.encode_request(
-            api_key, version, values, correlation_id=correlation_id, client_id="aiogroup-admin"
-        )
         with socket.create_connection((self.host, self.port), timeout=timeout) as s:
-            s.sendall(frame)
-            size = _wire.frame_size(_recv_exactly(s, 4))
-            payload = _recv_exactly(s, size)
-        return _wire.decode_response(api_key, version, payload)
+            return _wire.blocking_request(
+                s,
+                api,
+                version,
+                values,
+                correlation_id=next(self._correlation),
+                client_id="aiogroup-admin",
+            )
 
     def create_topic(
         self,
@@ -675,6 +733,40 @@ class KafkaBroker:
                 raise KafkaStartError(f"topic {name} has no leaders after {timeout} s")
             time.sleep(0.05)  # polling broker state with a bound
 
+    def add_scram_user(
+        self,
+        user: str,
+        password: str,
+        mechanisms: Sequence[str] = tuple(SCRAM_MECHANISMS),
+        *,
+        iterations: int = 4096,
+        timeout: float = 60.0,
+    ) -> None:
+        """Create SCRAM credentials with ``kafka-configs.sh`` (stored in ZooKeeper), then wait
+        until the broker accepts them on a SASL listener (it learns of them asynchronously)."""
+        _jaas_word(user)
+        if not password or any(c in password for c in ",]=\n"):
+            raise ConfigurationError("kafka-configs takes no empty password, nor ',', ']', '='")
+        entries = ",".join(f"{m}=[iterations={iterations},password={password}]" for m in mechanisms)
+        self.run_tool(
+            "kafka-configs.sh", "--zookeeper", self.zookeeper, "--alter",
+            "--add-config", entries, "--entity-type", "users", "--entity-name", user,
+        )  # fmt: skip
+        listener = next(
+            (x for x in self.listeners if x.security_protocol == "SASL_PLAINTEXT"), None
+        )
+        if listener is None:
+            return  # no plaintext SASL listener to check on; the caller retries
+        deadline = time.monotonic() + timeout
+        for mechanism in mechanisms:
+            while not sasl_login(self.host, listener.port, mechanism, user, password).ok:
+                if time.monotonic() > deadline:
+                    raise KafkaStartError(
+                        f"the broker did not accept {mechanism} credentials of {user!r} "
+                        f"within {timeout:g} s"
+                    )
+                time.sleep(0.05)  # polling broker state with a bound
+
     def run_tool(self, name: str, *args: str, timeout: float = 120.0) -> str:
         """Run a release tool (``kafka-configs.sh`` ...) on this machine's Java; its stdout."""
         assert self.install is not None
@@ -692,16 +784,6 @@ class KafkaBroker:
         if done.returncode != 0:
             raise KafkaStartError(f"{name} {' '.join(args)} failed: {done.stderr[-800:]}")
         return done.stdout
-
-
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = s.recv(n - len(chunks))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        chunks += chunk
-    return bytes(chunks)
 
 
 def _terminate(process: subprocess.Popen[bytes], grace: float = 15.0) -> None:

@@ -2,7 +2,7 @@
 
 Tansu is a Kafka-compatible broker with in-memory storage; it is ready in milliseconds. Its
 differences from Apache Kafka (no protocol vote, JoinGroup held for half a session, weak static
-membership, ...) are listed in the README; tests must not assert those behaviours on it.
+membership, ...) are listed in docs/brokers.md; tests must not assert those behaviours on it.
 
 Usage::
 

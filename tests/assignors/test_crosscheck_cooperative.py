@@ -31,7 +31,7 @@ How kafka-python is fed, and where it differs from us (and from Java) on purpose
    assignor also reads Java's int32 user data when the Subscription is older than V2; that is
    covered by test_cooperative_sticky.py, not here.)
 3. Leader memory: our leader remembers which member each withheld partition was meant for and
-   honours that in the follow-up round when it leads again (README, "Sticky and
+   honours that in the follow-up round when it leads again (docs/sticky.md, "Sticky and
    cooperative-sticky assignors").
    Both rounds here run on one leader instance, the common case. kafka-python keeps no such
    memory: round 2 recomputes from scratch.

@@ -11,6 +11,7 @@ import pytest
 
 from aiogroup.client import GroupMember, MemberClosedError
 from aiogroup.client.transport import (
+    CommittedOffset,
     CoordinatorUnreachableError,
     JoinedMember,
     JoinGroupResult,
@@ -18,7 +19,7 @@ from aiogroup.client.transport import (
     OffsetFetchResult,
     SyncGroupResult,
 )
-from aiogroup.errors import FencedInstanceIdError
+from aiogroup.errors import FencedInstanceIdError, KafkaError
 from aiogroup.membership import MemberState, RebalanceCallbackError
 from aiogroup.protocol.types import TopicPartition
 
@@ -39,6 +40,7 @@ class FakeTransport:
         self.join_gate: asyncio.Event | None = None
         self.join_started = asyncio.Event()
         self.generation = 0
+        self.offset_fetch_codes: list[int] = []  # consumed first, one per OffsetFetch
 
     def _record(self, name: str, **kw: Any) -> None:
         self.calls.append((name, kw))
@@ -105,7 +107,9 @@ class FakeTransport:
 
     async def offset_fetch(self, partitions: Sequence[TopicPartition]) -> OffsetFetchResult:
         self._record("offset_fetch", partitions=list(partitions))
-        return OffsetFetchResult(0, {})
+        if self.offset_fetch_codes:
+            return OffsetFetchResult(self.offset_fetch_codes.pop(0), {})
+        return OffsetFetchResult(0, {tp: CommittedOffset(5) for tp in partitions})
 
 
 class Telemetry:
@@ -316,3 +320,23 @@ async def test_a_revoked_callback_may_commit_before_the_partitions_go() -> None:
     assert [n for n, _ in fake.calls].index("offset_commit") < [n for n, _ in fake.calls].index(
         "leave_group"
     )
+
+
+async def test_committed_retries_while_the_coordinator_loads_its_offsets() -> None:
+    # After a broker restart the coordinator answers COORDINATOR_LOAD_IN_PROGRESS (14) until it
+    # has read its offsets topic; committed() retries retriable answers within its bound.
+    fake = FakeTransport()
+    fake.offset_fetch_codes = [14, 14, 15]  # load in progress twice, then not available
+    async with make(fake) as m:
+        assert await m.committed([TP(TOPIC, 0)]) == {TP(TOPIC, 0): 5}
+    assert len(fake.named("offset_fetch")) == 4
+
+
+async def test_committed_raises_a_non_retriable_answer_at_once() -> None:
+    fake = FakeTransport()
+    fake.offset_fetch_codes = [30]  # GROUP_AUTHORIZATION_FAILED
+    async with make(fake) as m:
+        with pytest.raises(KafkaError) as info:
+            await m.committed([TP(TOPIC, 0)])
+        assert info.value.error_code == 30
+    assert len(fake.named("offset_fetch")) == 1

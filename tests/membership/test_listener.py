@@ -165,8 +165,8 @@ async def test_latency_recorded_per_callback() -> None:
     )
     snap = sink.snapshot(10.0)
     for name in ("lost", "revoked", "assigned"):
-        assert snap[f"partitions-{name}-latency-avg"] == pytest.approx(250.0)
-        assert snap[f"partitions-{name}-latency-max"] == pytest.approx(250.0)
+        assert snap[f"partition-{name}-latency-avg"] == pytest.approx(250.0)
+        assert snap[f"partition-{name}-latency-max"] == pytest.approx(250.0)
 
 
 async def test_no_listener_finishes_cleanly() -> None:

@@ -34,9 +34,9 @@ def test_metrics_fresh_values_are_java_defaults() -> None:
     assert {
         "rebalance-latency-total",
         "failed-rebalance-rate-per-hour",
-        "partitions-revoked-latency-avg",
-        "partitions-assigned-latency-max",
-        "partitions-lost-latency-avg",
+        "partition-revoked-latency-avg",
+        "partition-assigned-latency-max",
+        "partition-lost-latency-avg",
     } <= set(snap)
 
 
@@ -56,7 +56,7 @@ def test_metrics_aggregate_and_rates() -> None:
     assert snap["rebalance-rate-per-hour"] == pytest.approx(2 * 3600 / 1800)
     assert snap["failed-rebalance-rate-per-hour"] == pytest.approx(3600 / 1800)
     assert snap["last-rebalance-seconds-ago"] == pytest.approx(600.0)
-    assert snap["partitions-revoked-latency-max"] == pytest.approx(2.0)
+    assert snap["partition-revoked-latency-max"] == pytest.approx(2.0)
     # Older than the window: the rate forgets, the totals do not.
     later = m.snapshot(1200.0 + 3600.0 + 1)
     assert later["rebalance-rate-per-hour"] == 0 and later["rebalance-total"] == 2

@@ -1,0 +1,57 @@
+"""The pytest plugin pytest loads by itself once aiogroup is installed (entry point ``pytest11``).
+
+It makes the fixtures of :mod:`aiogroup.testing.fixtures` (``embedded_broker``,
+``threaded_broker``, ``apache_kafka``, ``kafka_broker``) available to every test, with no
+``pytest_plugins`` line, and registers the markers that ``kafka_broker``'s parameters carry
+(``tansu``, ``kafka23``, ``docker``), so ``--strict-markers`` accepts them.
+
+The fixtures module is registered under its own module name, which is the name pytest checks
+before importing a ``pytest_plugins`` entry: a project that still lists
+``pytest_plugins = ["aiogroup.testing.fixtures"]`` gets the same plugin once, not twice.
+Disable the plugin with ``-p no:aiogroup``.
+
+kafka-python 3 (aiogroup's wire schemas) loads each message schema with a deprecated
+``importlib.resources`` call; the plugin hides those two DeprecationWarnings (about 200 per
+run) and nothing else. A ``-W`` option or the project's own ``filterwarnings`` still decide.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+__all__ = ["MARKERS", "WARNING_FILTERS", "pytest_configure"]
+
+#: Markers carried by the ``kafka_broker`` fixture's parameters.
+MARKERS = {
+    "tansu": "needs the Tansu broker from the aiogroup[broker] extra",
+    "kafka23": "runs Apache Kafka 2.3.0 with ZooKeeper on the local JVM (aiogroup.testing.kafka)",
+    "docker": "needs a Docker engine (Apache Kafka via testcontainers)",
+}
+
+#: Warnings from kafka-python's schema loader: the loader's own call, and the nested one that
+#: importlib.resources makes inside it (the outer warning always names the real caller).
+WARNING_FILTERS = (
+    "ignore:read_text is deprecated:DeprecationWarning:kafka.protocol.schemas.load_json",
+    "ignore:open_text is deprecated:DeprecationWarning:importlib.resources._legacy",
+)
+
+FIXTURES = "aiogroup.testing.fixtures"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    with warnings.catch_warnings():
+        for line in WARNING_FILTERS:
+            _, message, _, module = line.split(":")
+            warnings.filterwarnings("ignore", message, DeprecationWarning, module)
+        # Registered under its module name: a ``pytest_plugins`` entry naming it is a no-op.
+        config.pluginmanager.import_plugin(FIXTURES)
+    known = {line.split(":", 1)[0].strip() for line in config.getini("markers")}
+    for name, description in MARKERS.items():
+        if name not in known:
+            config.addinivalue_line("markers", f"{name}: {description}")
+    # Added first, so filters the project configures itself come later and take precedence.
+    user_filters = list(config.getini("filterwarnings"))
+    config.getini("filterwarnings")[:] = [*WARNING_FILTERS, *user_filters]

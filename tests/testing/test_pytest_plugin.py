@@ -1,0 +1,98 @@
+"""aiogroup's pytest plugin, as a user meets it: a fresh project, pytest in a subprocess.
+
+The user tests are the code blocks of ``docs/testing-with-pytest.md`` (each starts with a
+``# test_<name>.py`` line), copied verbatim, and run with no ``pytest_plugins`` line and no
+conftest: in pytest-asyncio's default strict mode and in auto mode. The plugin must also not
+register twice when a project still lists ``pytest_plugins = ["aiogroup.testing.fixtures"]``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+pytestmark = pytest.mark.timeout(240)
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "testing-with-pytest.md"
+_BLOCK = re.compile(r"```python\n# (test_\w+\.py)\n(.*?)```", re.DOTALL)
+
+#: A project's whole pytest configuration: strict mode is pytest-asyncio's default.
+INI = """
+[pytest]
+asyncio_default_fixture_loop_scope = function
+{extra}
+"""
+
+
+def doc_tests() -> dict[str, str]:
+    """``{file name: source}`` of every user test file the page shows."""
+    found = {name: f"# {name}\n{body}" for name, body in _BLOCK.findall(DOC.read_text())}
+    assert "test_billing.py" in found, f"no '# test_billing.py' block in {DOC}"
+    return found
+
+
+def run(pytester: pytest.Pytester, *args: str, extra: str = "") -> pytest.RunResult:
+    pytester.makeini(INI.format(extra=extra))
+    for name, source in doc_tests().items():
+        pytester.makepyfile(**{name.removesuffix(".py"): source})
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def expected_tests() -> int:
+    return sum(len(re.findall(r"^(?:async )?def test_", s, re.M)) for s in doc_tests().values())
+
+
+def test_the_documented_tests_pass_in_strict_mode(pytester: pytest.Pytester) -> None:
+    result = run(pytester)
+    result.assert_outcomes(passed=expected_tests())
+    result.stdout.fnmatch_lines(["*plugins:*aiogroup-*", "asyncio: mode=*STRICT*"])
+
+
+def test_the_documented_tests_pass_in_auto_mode(pytester: pytest.Pytester) -> None:
+    result = run(pytester, extra="asyncio_mode = auto")
+    result.stdout.fnmatch_lines(["asyncio: mode=*AUTO*"])
+    result.assert_outcomes(passed=expected_tests())
+
+
+def test_an_explicit_pytest_plugins_line_does_not_register_twice(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest('pytest_plugins = ["aiogroup.testing.fixtures"]\n')
+    result = run(pytester)
+    result.assert_outcomes(passed=expected_tests())
+
+
+def test_kafka_broker_markers_are_registered(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI.format(extra=""))
+    pytester.makepyfile(
+        test_kinds="""
+        def test_kind(kafka_broker):
+            assert kafka_broker.bootstrap
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--strict-markers",
+        "-m",
+        "not tansu and not kafka23 and not docker",
+    )
+    result.assert_outcomes(passed=1, deselected=3)
+
+
+def test_the_plugin_can_be_switched_off(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI.format(extra=""))
+    pytester.makepyfile(
+        test_off="""
+        def test_uses(threaded_broker):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "-p", "no:aiogroup")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*fixture 'threaded_broker' not found*"])
