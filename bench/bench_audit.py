@@ -38,6 +38,7 @@ import pandas as pd
 TOPIC = "t"
 ROUND_S = 10.0
 TARGET_S = 30.0
+PANDAS_MB_PER_M_INTERVALS = 1100.0
 
 
 def _children() -> list[str]:
@@ -76,12 +77,10 @@ THREAD_ROLES = (
 )
 
 
-def jvm_thread_cpu() -> dict[str, float]:
-    """CPU seconds so far of the child JVM's live threads, summed by role (see THREAD_ROLES).
-
-    Threads that have ended are missing here; ``jvm_cpu_s`` has the whole process.
-    """
-    roles = {role: 0.0 for _, role in THREAD_ROLES}
+def jvm_threads() -> dict[str, tuple[str, float]]:
+    """CPU seconds so far of the child JVM's live threads: thread id -> (role, seconds), for
+    the threads whose name has a role (see THREAD_ROLES)."""
+    threads: dict[str, tuple[str, float]] = {}
     tick = os.sysconf("SC_CLK_TCK")
     for kid in _children():
         try:
@@ -97,7 +96,17 @@ def jvm_thread_cpu() -> dict[str, float]:
                 continue
             role = next((r for prefix, r in THREAD_ROLES if comm.startswith(prefix)), None)
             if role is not None:
-                roles[role] += ticks / tick
+                threads[f"{kid}/{tid}"] = (role, ticks / tick)
+    return threads
+
+
+def role_cpu(before: dict[str, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds per role since ``before`` (from :func:`jvm_threads`), over the threads alive
+    now: a thread that ended in between is left out (its time stays in the JVM's total, under
+    "driver and the rest"), never subtracted."""
+    roles = {role: 0.0 for _, role in THREAD_ROLES}
+    for tid, (role, seconds) in jvm_threads().items():
+        roles[role] += seconds - before.get(tid, (role, 0.0))[1]
     return roles
 
 
@@ -490,14 +499,14 @@ def main(argv: list[str] | None = None) -> int:
             # of our own, since the audit replaces Spark's default)
             spark.conf.set(WINDOW_SPILL_KEY, str(2**31 - 2))
         load = os.getloadavg()[0]
-        roles_before = jvm_thread_cpu()
+        threads_before = jvm_threads()
         began, cpu = time.perf_counter(), jvm_cpu_s()
         result = run_audit(spark, [str(events)])
         for name, df in result.datasets.items():
             df.write.mode("overwrite").parquet(str(out / name))
         times.append(time.perf_counter() - began)
         cpu = jvm_cpu_s() - cpu
-        roles = {k: v - roles_before[k] for k, v in jvm_thread_cpu().items()}
+        roles = role_cpu(threads_before)
         split = ", ".join(f"{k} {v:.1f}" for k, v in roles.items())
         what = "cold JVM" if run == 0 else "same JVM again"
         figures: dict[str, Any] = {"wall_s": times[-1], "jvm_cpu_s": cpu, "load": load, **roles}
@@ -522,7 +531,12 @@ def main(argv: list[str] | None = None) -> int:
     spark_s = times[0]
     spark.stop()
 
-    use_pandas = args.pandas == "yes" or (args.pandas == "auto" and n <= args.pandas_max_intervals)
+    # pandas held about 1.1 GB per million intervals at its peak (3.2 GB for 3M): on a shared
+    # machine, auto runs it only with half again that much memory available.
+    need_mb = PANDAS_MB_PER_M_INTERVALS * n / 1e6
+    fits = need_mb * 1.5 < _memory_available_mb()
+    use_pandas = args.pandas == "yes" or (
+        args.pandas == "auto" and n <= args.pandas_max_intervals and fits)
     if use_pandas:
         began, cpu = time.perf_counter(), time.process_time()
         expected = pandas_answers(events)
@@ -542,8 +556,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spark {spark_s:.1f} s vs pandas {pandas_s:.1f} s: ratio spark/pandas "
               f"{spark_s / pandas_s:.2f}")
     else:
-        report["pandas_skipped"] = (f"not run ({n / 1e6:.0f}M intervals > "
-                                    f"{args.pandas_max_intervals / 1e6:.0f}M)")
+        report["pandas_skipped"] = (
+            f"not run: needs about {need_mb / 1024:.0f} GB, "
+            f"{_memory_available_mb() / 1024:.0f} GB available"
+            if n <= args.pandas_max_intervals else
+            f"not run ({n / 1e6:.0f}M intervals > {args.pandas_max_intervals / 1e6:.0f}M, "
+            f"about {need_mb / 1024:.0f} GB)")
         print(f"pandas: {report['pandas_skipped']}")
     if len(times) > 1 and not args.skew:
         steady = min(times[1:])

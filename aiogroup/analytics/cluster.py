@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -67,6 +66,13 @@ def _free_port() -> int:
     from aiogroup.testing.tansu import free_port
 
     return free_port()
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    """TERM (a worker's shutdown hook stops its executors), then KILL after a grace period."""
+    from aiogroup.testing.kafka import _terminate as terminate
+
+    terminate(process, grace=20.0)
 
 
 @dataclass
@@ -243,17 +249,6 @@ class StandaloneCluster:
         if exc is not None:
             self._failed = True
         self.stop()
-
-
-def _terminate(process: subprocess.Popen[bytes], grace: float = 20.0) -> None:
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)  # a worker's shutdown hook stops its executors
-    try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
 
 
 def _tail(path: Path, lines: int = 20) -> str:
