@@ -453,6 +453,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead: one partition with an N-interval history (4 members hand it "
                         "round), run with and without the audit's window-buffer bound, and "
                         "report each run's largest task memory from Spark's event log")
+    p.add_argument("--driver-memory", default=None,
+                   help="local JVM heap (default: the audit's, a quarter of RAM up to 4g)")
+    p.add_argument("--off-heap", default=None,
+                   help="off-heap execution memory (default: the audit's)")
     p.add_argument("--json-out", default=None, help="write the figures as JSON here")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore", FutureWarning)
@@ -484,8 +488,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.skew:
         log_dir.mkdir()
         extra = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{log_dir}"}
+    if args.off_heap:
+        extra["spark.memory.offHeap.size"] = args.off_heap
+    report["memory"] = {"driver": args.driver_memory, "off_heap": args.off_heap}
     began = time.perf_counter()
-    spark = build_session(args.master, log_level="ERROR", extra_conf=extra)
+    spark = build_session(args.master, log_level="ERROR", extra_conf=extra,
+                          driver_memory=args.driver_memory)
     print(f"spark session ({args.master}): {time.perf_counter() - began:.1f} s")
     out = work / "out"
     times: list[float] = []
