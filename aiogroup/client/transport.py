@@ -89,6 +89,10 @@ API_VERSIONS: dict[str, tuple[int, int]] = {
     "Metadata": (1, 12),
     # Read-only, for ``aiogroup group`` (aiogroup.admin): Kafka 2.3 speaks 0-3.
     "DescribeGroups": (0, 5),
+    # The consumer's data plane (aiogroup.consumer.wire): Fetch from v4 (isolation level,
+    # aborted transactions) to v12 (v13+ name topics by id); ListOffsets v1-v7.
+    "Fetch": (4, 12),
+    "ListOffsets": (1, 7),
 }
 
 #: Error codes meaning "the coordinator moved or is not ready": find it again, then retry.
