@@ -37,10 +37,14 @@ It prints each run's figures and the ratios the targets are about (cooperative a
 eager aiogroup, and against librdkafka cooperative, on the same broker in the same run), and
 writes an HTML report with the runs side by side (``--report``).
 
-Member processes are this file with ``member`` as the first argument. They are built so that
-records can be added: ``MemberLoop`` runs the client's poll loop and calls ``on_tick`` between
-polls, where a record-consuming member will process records and report ``processed`` telemetry
-(the longest stall of a partition comes from those).
+Records flow throughout (``--rate`` per partition per second, from a producer in the bench
+process; ``--rate 0`` measures ownership only): every member consumes them (aiogroup through
+``aiogroup.Consumer``, the peers through their poll loops), reports ``processed`` telemetry, and
+commits what it consumed before it gives a partition up. The longest stall of a partition (the
+longest time between consecutive processed records of one partition during the bounce) comes
+from those events.
+
+Member processes are this file with ``member`` as the first argument.
 """
 
 from __future__ import annotations
@@ -142,20 +146,23 @@ def _member_confluent(args: argparse.Namespace, loop: MemberLoop) -> None:
         "auto.offset.reset": "earliest",
     })
     def revoke(consumer: Any, partitions: list[Any]) -> None:
-        time.sleep(args.revoke_ms / 1000)  # the application's revocation work (commit, flush)
+        _commit_quietly(lambda: consumer.commit(asynchronous=False))  # what was consumed
+        time.sleep(args.revoke_ms / 1000)  # the application's further revocation work
 
     recorder = ConfluentRecorder(telemetry, protocol=args.assignor, group_id=args.group,
-                                 on_revoke=revoke if args.revoke_ms else None)
+                                 on_revoke=revoke)
     consumer.subscribe([args.topic], **recorder.callbacks())
     while not loop.stop.is_set():
-        consumer.poll(loop.tick_s)
+        batch = consumer.consume(500, loop.tick_s)
+        _processed(telemetry, [((m.topic(), m.partition()), m.offset()) for m in batch
+                               if m.error() is None])
         recorder.observe(consumer)
         generation = confluent_generation(consumer)
         loop.status.write(generation if generation is not None and generation >= 0 else None,
                           len(consumer.assignment()))
         if loop.on_tick is not None:
             loop.on_tick()
-    consumer.close()  # revokes (recorded) and leaves the group
+    consumer.close()  # revokes (recorded, commits) and leaves the group
     telemetry.close()
 
 
@@ -189,12 +196,13 @@ def _member_kafka_python(args: argparse.Namespace, loop: MemberLoop) -> None:
     )
     class Work:
         def on_partitions_revoked(self, revoked: Any) -> None:
-            time.sleep(args.revoke_ms / 1000)  # the application's revocation work
+            _commit_quietly(consumer.commit)  # what was consumed
+            time.sleep(args.revoke_ms / 1000)  # the application's further revocation work
 
         def on_partitions_assigned(self, assigned: Any) -> None:
             pass
 
-    listener = KafkaPythonListener(telemetry, Work() if args.revoke_ms else None,
+    listener = KafkaPythonListener(telemetry, Work(),
                                    consumer=consumer, protocol=args.assignor,
                                    group_id=args.group)
     # Know the topic before the first JoinGroup (kafka-python 3.0.12 may otherwise join with no
@@ -204,7 +212,9 @@ def _member_kafka_python(args: argparse.Namespace, loop: MemberLoop) -> None:
             break
     consumer.subscribe([args.topic], listener=listener)
     while not loop.stop.is_set():
-        consumer.poll(timeout_ms=int(loop.tick_s * 1000))
+        batch = consumer.poll(timeout_ms=int(loop.tick_s * 1000), max_records=500)
+        _processed(telemetry, [((tp.topic, tp.partition), r.offset)
+                               for tp, records in batch.items() for r in records])
         listener.observe(consumer)
         loop.status.write(_kafka_python_generation(consumer), len(consumer.assignment()))
         if loop.on_tick is not None:
@@ -213,7 +223,26 @@ def _member_kafka_python(args: argparse.Namespace, loop: MemberLoop) -> None:
     telemetry.close()
 
 
+def _commit_quietly(commit: Callable[[], Any]) -> None:
+    """A peer's synchronous commit in its revocation callback; nothing to commit is no error."""
+    try:
+        commit()
+    except Exception as exc:  # the peers raise their own types
+        print(f"commit in revocation: {exc!r}", file=sys.stderr)
+
+
+def _processed(telemetry: Any, offsets: Sequence[tuple[tuple[str, int], int]]) -> None:
+    """One ``processed`` event per partition of a poll's records (first and last offset)."""
+    spans: dict[tuple[str, int], list[int]] = {}
+    for tp, offset in offsets:
+        span = spans.setdefault(tp, [offset, offset])
+        span[0], span[1] = min(span[0], offset), max(span[1], offset)
+    for tp, (first, last) in spans.items():
+        telemetry.processed(tp, first, last)
+
+
 def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
+    from aiogroup import Consumer
     from aiogroup.client import GroupMember
     from aiogroup.telemetry import JsonlTelemetry
 
@@ -225,6 +254,27 @@ def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
 
         def on_partitions_assigned(self, assigned: Any) -> None:
             pass
+
+    async def consume() -> None:
+        # aiogroup.Consumer commits what was consumed before a partition is revoked (and on
+        # close), then calls the listener.
+        consumer = Consumer(
+            args.bootstrap, args.group, topics=[args.topic], assignors=[args.assignor],
+            session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
+            client_id=args.name, telemetry=telemetry, auto_offset_reset="earliest",
+            listener=Work() if args.revoke_ms else None,
+        )
+        async with consumer:
+            member = consumer.member
+            while not loop.stop.is_set():
+                generation = member.generation_id
+                loop.status.write(generation if generation >= 0 else None,
+                                  len(member.assignment), member.state.name)
+                batch = await consumer.getmany(timeout_ms=int(loop.tick_s * 1000),
+                                               max_records=500)
+                _processed(telemetry, [((tp.topic, tp.partition), r.offset)
+                                       for tp, records in batch.items() for r in records])
+        telemetry.close()
 
     async def main() -> None:
         member = GroupMember(
@@ -244,7 +294,7 @@ def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
                     await asyncio.wait_for(member.changed(), loop.tick_s)
         telemetry.close()
 
-    asyncio.run(main())
+    asyncio.run(consume() if args.records else main())
 
 
 def member_main(argv: Sequence[str]) -> int:
@@ -260,6 +310,7 @@ def member_main(argv: Sequence[str]) -> int:
     p.add_argument("--telemetry-dir", required=True)
     p.add_argument("--status", required=True)
     p.add_argument("--revoke-ms", type=int, default=0)
+    p.add_argument("--records", action="store_true", help="consume records")
     args = p.parse_args(list(argv))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -299,6 +350,8 @@ class RunResult:
     formed_generation: int | None = None
     final_generation: int | None = None
     clock_s: float = 0.0  # first SIGTERM -> last "safe", by the bench's clock
+    window: tuple[float, float] | None = None  # the same, in wall-clock time (stall figure)
+    produced: int = 0
     problems: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
 
@@ -346,7 +399,8 @@ class Bench:
              "--session-ms", str(self.args.session_ms),
              "--heartbeat-ms", str(self.args.heartbeat_ms),
              "--telemetry-dir", str(run.events), "--status", str(status),
-             "--revoke-ms", str(self.args.revoke_ms)],
+             "--revoke-ms", str(self.args.revoke_ms)]
+            + (["--records"] if self.args.rate else []),
             stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         log.close()
@@ -375,8 +429,16 @@ class Bench:
         from aiogroup.errors import AiogroupError
 
         deadline = time.monotonic() + timeout
-        inspector = GroupInspector(bootstrap, group, request_timeout_ms=5000)
-        await inspector.start()
+        inspector = GroupInspector(bootstrap, group, request_timeout_ms=15_000)
+        while True:  # a loaded machine may take a while to answer the bootstrap
+            try:
+                await inspector.start()
+                break
+            except AiogroupError:
+                if time.monotonic() > deadline:
+                    raise
+                await inspector.close()
+                inspector = GroupInspector(bootstrap, group, request_timeout_ms=15_000)
         try:
             while True:
                 for m in members:
@@ -401,6 +463,42 @@ class Bench:
         finally:
             await inspector.close()
 
+    # -- records
+
+    @contextlib.contextmanager
+    def producing(self, bootstrap: str, topic: str, run: RunResult) -> Iterator[None]:
+        """Records into every partition at ``--rate`` per second each, until the block ends."""
+        rate = self.args.rate
+        if not rate:
+            yield
+            return
+        from confluent_kafka import Producer
+
+        stop = threading.Event()
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": 1})
+
+        def produce() -> None:
+            began = time.monotonic()
+            sent = 0
+            while not stop.is_set():
+                due = int((time.monotonic() - began) * rate)  # records per partition so far
+                for _ in range(sent, due):
+                    for partition in range(self.args.partitions):
+                        producer.produce(topic, b"x" * 100, partition=partition)
+                        run.produced += 1
+                sent = max(sent, due)
+                producer.poll(0)
+                stop.wait(0.05)  # the production tick
+            producer.flush(30)
+
+        thread = threading.Thread(target=produce, name="producer", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(60)
+
     # -- one run
 
     def run(self, broker: str, bootstrap: str, create_topic: Callable[[str, int], None],
@@ -411,6 +509,11 @@ class Bench:
         run = RunResult(broker, spec, f"bounce-{tag}", events)
         topic = f"bounce-{tag}"
         create_topic(topic, self.args.partitions)
+        with self.producing(bootstrap, topic, run):
+            self._bounce(run, bootstrap, topic)
+        return run
+
+    def _bounce(self, run: RunResult, bootstrap: str, topic: str) -> None:
         n = self.args.members
         members = [self.start_member(run, bootstrap, topic, slot) for slot in range(n)]
         step = self.args.step_timeout
@@ -420,7 +523,7 @@ class Bench:
             # checks, its own pacing): a pause drawn from the same seeded sequence in every run
             # keeps bounces from lining up with the members' heartbeats, which start together.
             pauses = random.Random(self.args.seed)
-            began = time.monotonic()
+            began, wall = time.monotonic(), time.time()
             for slot in range(n):
                 if slot:
                     time.sleep(pauses.uniform(0.0, self.args.pause_max))  # deploy pacing
@@ -430,12 +533,12 @@ class Bench:
                 members[slot] = self.start_member(run, bootstrap, topic, slot)
                 run.final_generation = asyncio.run(self.safe(bootstrap, run.group, members, step))
             run.clock_s = time.monotonic() - began
+            run.window = (wall, wall + run.clock_s)
         except (TimeoutError, RuntimeError) as exc:
             run.problems.append(str(exc))
         finally:
             for m in members:
                 self.stop_member(m, run)
-        return run
 
 
 # =========================================================================== figures
@@ -484,6 +587,7 @@ def figures(spark: Any, out: Path, runs: Sequence[RunResult]) -> None:
     ).groupBy("group").agg(F.min("end").alias("bounce_start"))
     last_assign = intervals.where(in_bounce).groupBy("group").agg(
         F.max("start").alias("bounce_end"))
+    stalls = _stalls(spark, runs)
     table = (windows.select("group").join(unowned, "group", "left").join(moves, "group", "left")
              .join(overlaps, "group", "left").join(first_release, "group", "left")
              .join(last_assign, "group", "left").toPandas())
@@ -505,6 +609,35 @@ def figures(spark: Any, out: Path, runs: Sequence[RunResult]) -> None:
             "bounce_s": row["bounce_end"] - row["bounce_start"],
             "bounce_start": row["bounce_start"],
         }
+        if r.group in stalls:
+            r.figures["stall_s"], r.figures["processed"] = stalls[r.group]
+
+
+def _stalls(spark: Any, runs: Sequence[RunResult]) -> dict[str, tuple[float, int]]:
+    """Per run: the longest time between consecutive ``processed`` events of one partition
+    that overlaps the bounce (first SIGTERM to last "safe"), and the records processed."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    rows = [(r.group, *r.window) for r in runs if r.window is not None]
+    if not rows:
+        return {}
+    windows = spark.createDataFrame(rows, "group string, t0 double, t1 double")
+    schema = ("type string, ts double, `group` string, topic string, `partition` long, "
+              "first long, last long")
+    events = spark.read.schema(schema).json([str(r.events) for r in runs]) \
+        .where(F.col("type") == "processed")
+    by_partition = Window.partitionBy("group", "topic", "partition").orderBy("ts")
+    gaps = events.withColumn("prev", F.lag("ts").over(by_partition)).join(windows, "group") \
+        .where(F.col("prev").isNotNull() & (F.col("ts") > F.col("t0"))
+               & (F.col("prev") < F.col("t1")))
+    stall = gaps.groupBy("group").agg(F.max(F.col("ts") - F.col("prev")).alias("stall_s"))
+    processed = events.groupBy("group").agg(
+        F.sum(F.col("last") - F.col("first") + 1).alias("processed"))
+    out: dict[str, tuple[float, int]] = {}
+    for row in stall.join(processed, "group").collect():
+        out[row["group"]] = (float(row["stall_s"]), int(row["processed"]))
+    return out
 
 
 def _num(value: Any) -> float:
@@ -517,16 +650,17 @@ def _num(value: Any) -> float:
 
 
 def print_table(runs: Sequence[RunResult]) -> None:
-    head = (f"{'run':<34}{'unowned p-s':>12}{'stops':>6}{'max gap':>9}{'rebal.':>7}"
-            f"{'moved':>6}{'overlaps':>9}{'bounce s':>9}{'clock s':>8}")
+    head = (f"{'run':<34}{'unowned p-s':>12}{'stops':>6}{'max gap':>9}{'stall s':>8}"
+            f"{'rebal.':>7}{'moved':>6}{'overlaps':>9}{'bounce s':>9}{'clock s':>8}")
     print(head)
     for r in runs:
         f = r.figures
         if not f:
             print(f"{r.label:<34}  no figures: {'; '.join(r.problems) or 'no data'}")
             continue
+        stall = f"{f['stall_s']:.2f}" if "stall_s" in f else "-"
         print(f"{r.label:<34}{f['unowned_s']:>12.1f}{f['stops']:>6}{f['max_gap_s']:>9.2f}"
-              f"{f['rebalances']:>7}"
+              f"{stall:>8}{f['rebalances']:>7}"
               f"{f['moved']:>6}{f['overlaps']:>9}{f['bounce_s']:>9.1f}"
               f"{r.clock_s:>8.1f}")
         for problem in r.problems:
@@ -548,6 +682,10 @@ def verdicts(runs: Sequence[RunResult]) -> list[str]:
             out.append(f"{broker}: aiogroup eager / cooperative unowned partition-seconds = "
                        f"{eager['unowned_s']:.1f} / {coop['unowned_s']:.1f} = {ratio:.1f}x "
                        f"({'PASS' if ratio >= 10 else 'MISS'}: target >= 10x)")
+        if eager is not None and "stall_s" in eager and "stall_s" in coop:
+            out.append(f"{broker}: longest stall of a partition, aiogroup eager / cooperative = "
+                       f"{eager['stall_s']:.2f} s / {coop['stall_s']:.2f} s = "
+                       f"{eager['stall_s'] / max(coop['stall_s'], 1e-9):.1f}x")
         rdk = by.get("librdkafka-coop")
         if rdk is not None:
             ratio = rdk["unowned_s"] / max(coop["unowned_s"], 1e-9)
@@ -568,7 +706,8 @@ def bounce_all(bench: Bench, brokers: Sequence[str], specs: Sequence[RunSpec]) -
     print(f"rolling bounce: {args.members} members x {args.partitions} partitions, heartbeat "
           f"{args.heartbeat_ms} ms, session {args.session_ms} ms, restart delay "
           f"{args.restart_delay:g} s, pause < {args.pause_max:g} s, revocation work "
-          f"{args.revoke_ms} ms; load average {os.getloadavg()[0]:.1f}; work dir {bench.work}",
+          f"{args.revoke_ms} ms, {args.rate} records/s per partition; "
+          f"load average {os.getloadavg()[0]:.1f}; work dir {bench.work}",
           flush=True)
     runs: list[RunResult] = []
     for broker in brokers:
@@ -588,12 +727,14 @@ def save_runs(work: Path, runs: Sequence[RunResult]) -> None:
     (work / "runs.json").write_text(json.dumps([
         {"broker": r.broker, "run": r.spec.name, "group": r.group, "events": str(r.events),
          "formed_generation": r.formed_generation, "final_generation": r.final_generation,
-         "clock_s": r.clock_s, "problems": r.problems} for r in runs], indent=1))
+         "clock_s": r.clock_s, "window": r.window, "produced": r.produced,
+         "problems": r.problems} for r in runs], indent=1))
 
 
 def load_runs(work: Path) -> list[RunResult]:
     return [RunResult(x["broker"], run_spec(x["run"]), x["group"], Path(x["events"]),
                       x["formed_generation"], x["final_generation"], x["clock_s"],
+                      tuple(x["window"]) if x.get("window") else None, x.get("produced", 0),
                       list(x["problems"]))
             for x in json.loads((work / "runs.json").read_text())]
 
@@ -620,6 +761,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--revoke-ms", type=int, default=0,
                    help="time every member spends in each revocation callback (the "
                         "application's commit and flush), the same for every client")
+    p.add_argument("--rate", type=int, default=20,
+                   help="records per second into each partition while the group is rolled "
+                        "(0: no records, ownership only; default 20)")
     p.add_argument("--step-timeout", type=float, default=120.0,
                    help="seconds one bounce may take to become safe")
     p.add_argument("--master", default="local[2]", help="Spark master for the audit")
