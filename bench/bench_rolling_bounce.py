@@ -716,6 +716,7 @@ def bounce_all(bench: Bench, brokers: Sequence[str], specs: Sequence[RunSpec]) -
                 began = time.monotonic()
                 run = bench.run(broker, bootstrap, create_topic, spec)
                 runs.append(run)
+                save_runs(bench.work, runs)  # so far: an interrupted bench can be audited
                 print(f"  {run.label}: bounced in {run.clock_s:.1f} s "
                       f"(run {time.monotonic() - began:.0f} s, load {os.getloadavg()[0]:.1f})"
                       + (f"; problems: {'; '.join(run.problems)}" if run.problems else ""),
