@@ -381,7 +381,7 @@ class Bench:
             from aiogroup.testing.kafka import KafkaBroker
 
             with KafkaBroker(quick_jit=False) as kafka:
-                yield kafka.bootstrap, lambda name, n: kafka.create_topic(name, n)
+                yield kafka.bootstrap, lambda name, n: kafka.create_topic(name, n, timeout=120)
         else:
             raise SystemExit(f"unknown broker {kind!r}")
 
@@ -429,7 +429,7 @@ class Bench:
         from aiogroup.errors import AiogroupError
 
         deadline = time.monotonic() + timeout
-        inspector = GroupInspector(bootstrap, group, request_timeout_ms=15_000)
+        inspector = GroupInspector(bootstrap, group, request_timeout_ms=30_000)
         while True:  # a loaded machine may take a while to answer the bootstrap
             try:
                 await inspector.start()
@@ -438,7 +438,7 @@ class Bench:
                 if time.monotonic() > deadline:
                     raise
                 await inspector.close()
-                inspector = GroupInspector(bootstrap, group, request_timeout_ms=15_000)
+                inspector = GroupInspector(bootstrap, group, request_timeout_ms=30_000)
         try:
             while True:
                 for m in members:
