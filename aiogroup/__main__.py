@@ -1,4 +1,4 @@
-"""``python -m aiogroup``: the demo and the telemetry audit."""
+"""``python -m aiogroup``: the demo, the telemetry audit and the group inspector."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ USAGE = """usage: python -m aiogroup COMMAND [ARGS...]
 commands:
   demo       start the Tansu broker and watch a cooperative group rebalance
   analyze    audit rebalance telemetry on Spark (python -m aiogroup analyze --help)
+  group      describe or watch a consumer group (python -m aiogroup group --help)
 """
 
 
@@ -27,6 +28,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from aiogroup.analytics.cli import main as analyze_main
 
         return analyze_main(rest)
+    if command == "group":
+        from aiogroup.group_cli import main as group_main
+
+        return group_main(rest)
     print(f"unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
     return 2
 

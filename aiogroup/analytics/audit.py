@@ -48,6 +48,8 @@ from pyspark.sql import types as T
 __all__ = [
     "EVENT_SCHEMA",
     "KNOWN_TYPES",
+    "WINDOW_SPILL_KEY",
+    "WINDOW_SPILL_ROWS",
     "AuditResult",
     "classify",
     "read_events",
@@ -805,6 +807,24 @@ def _input_quality(classified: DataFrame) -> DataFrame:
     ).agg(F.count(F.lit(1)).alias("lines"))
 
 
+#: Window operators (Spark's ``WindowExec``) buffer each window partition whole: every window
+#: here is per Kafka partition (or per partition and member), so a partition that changed owner
+#: millions of times would sit in one task's buffer. Spark's default spills that buffer only under
+#: memory pressure; past this many rows the audit has it spill, so no task holds more than this
+#: much of one partition's history in memory (about 25 MB of intervals). Partitions with a
+#: normal history (hundreds of intervals) never reach it.
+WINDOW_SPILL_KEY = "spark.sql.windowExec.buffer.spill.threshold"
+WINDOW_SPILL_ROWS = 262_144
+_SPARK_DEFAULT_SPILL = str(2**31 - 1)
+
+
+def _bound_window_buffers(spark: SparkSession) -> None:
+    """Apply :data:`WINDOW_SPILL_ROWS` unless the session already sets its own threshold."""
+    current = spark.conf.get(WINDOW_SPILL_KEY, None)
+    if current is None or current == _SPARK_DEFAULT_SPILL:
+        spark.conf.set(WINDOW_SPILL_KEY, str(WINDOW_SPILL_ROWS))
+
+
 @dataclass
 class _Prepared:
     """The cached inputs every result is built from."""
@@ -818,6 +838,7 @@ class _Prepared:
 
 def _prepare(spark: SparkSession, paths: Sequence[str]) -> _Prepared:
     """Read and classify the events, number the names, and plan the cached interval context."""
+    _bound_window_buffers(spark)
     classified = classify(read_events(spark, paths)).cache()
     events = _events(classified)
     keys = _keys(spark, events)

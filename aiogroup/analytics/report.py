@@ -2,7 +2,10 @@
 
 Charts are inline SVG written by hand (no plotting dependency): an ownership timeline (Gantt)
 for a range of partitions, unowned time per generation, moves against the minimum, and latency
-distributions. Two event sets (``--compare``) are shown side by side.
+distributions. Two event sets (``--compare``) are shown side by side. :func:`render_runs_html`
+lays out several runs (groups) of one audit side by side, as ``bench/bench_rolling_bounce.py``
+does: a table of figures, a bar chart of unowned time and one ownership timeline per run on a
+common time scale.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-__all__ = ["AuditData", "collect", "render_html", "summary_text"]
+__all__ = ["AuditData", "RunView", "collect", "render_html", "render_runs_html", "runs_data",
+           "summary_text"]
 
 GANTT_DEFAULT_PARTITIONS = 24
 GANTT_MAX_INTERVALS = 4000
@@ -195,31 +199,39 @@ def _nice_ticks(lo: float, hi: float, n: int = 6) -> list[float]:
     return ticks
 
 
-def _gantt_svg(d: AuditData, width: int = 640) -> str:
-    g = d.gantt
-    if g is None or len(g) == 0:
-        return "<p class='muted'>No ownership intervals in the chosen range.</p>"
+def _timeline_svg(
+    g: Any,
+    colour: dict[str, str],
+    *,
+    t0: float,
+    t1: float,
+    width: int = 640,
+    row: int = 20,
+    label: str = "ownership timeline",
+    overlaps: Any = None,
+) -> str:
+    """Ownership bars: one row per partition of ``g`` (intervals), time ``t0``..``t1`` (0 s at
+    ``t0``), one colour per member; ``overlaps`` (episodes) outlined in red."""
     parts = sorted({int(p) for p in g["partition"]})
-    members = sorted({str(m) for m in g["member"]})
-    colour = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(members)}
-    t0 = float(g["start"].min())
-    t1 = float(g["end"].max())
     span = max(t1 - t0, 1e-9)
-    left, right, top, row = 44, 14, 8, 20
+    left, right, top = 44, 14, 8
+    gap = 1 if row < 10 else 2
     height = top + row * len(parts) + 22
     plot_w = width - left - right
+    every = max(1, math.ceil(12 / row))  # partition labels at least 12 px apart
 
     def x(t: float) -> float:
-        return left + (t - t0) / span * plot_w
+        return left + (min(max(t, t0), t1) - t0) / span * plot_w
 
     out = [f"<svg viewBox='0 0 {width} {height}' width='100%' role='img' "
-           f"aria-label='ownership timeline'>"]
+           f"aria-label='{_e(label)}'>"]
     for i, p in enumerate(parts):
         y = top + i * row
         if i % 2 == 0:
             out.append(f"<rect x='{left}' y='{y}' width='{plot_w}' height='{row}' fill='#f6f6f6'/>")
-        out.append(f"<text x='{left - 6}' y='{y + row - 4}' text-anchor='end' "
-                   f"class='ax'>p{p}</text>")
+        if i % every == 0:
+            out.append(f"<text x='{left - 6}' y='{y + min(row, 12) + (row - min(row, 12)) / 2 - 1}'"
+                       f" text-anchor='end' class='ax'>p{p}</text>")
     for tick in _nice_ticks(0.0, span):
         tx = x(t0 + tick)
         out.append(f"<line x1='{tx:.1f}' x2='{tx:.1f}' y1='{top}' y2='{top + row * len(parts)}' "
@@ -228,17 +240,18 @@ def _gantt_svg(d: AuditData, width: int = 640) -> str:
                    f"class='ax'>{tick:g} s</text>")
     index = {p: i for i, p in enumerate(parts)}
     for r in g.itertuples(index=False):
-        y = top + index[int(r.partition)] * row + 2
+        if float(r.end) < t0 or float(r.start) > t1:
+            continue
+        y = top + index[int(r.partition)] * row + gap
         x0, x1 = x(float(r.start)), x(float(r.end))
         w = max(x1 - x0, 0.8)
         dash = " stroke='#333' stroke-dasharray='3,2'" if bool(r.open) else ""
         tip = (f"{r.member} owns {r.topic}-{r.partition} gen {r.generation_id}: "
                f"{float(r.start) - t0:.3f}-{float(r.end) - t0:.3f} s ({r.end_kind})")
-        out.append(f"<rect x='{x0:.1f}' y='{y}' width='{w:.1f}' height='{row - 4}' "
+        out.append(f"<rect x='{x0:.1f}' y='{y}' width='{w:.1f}' height='{row - 2 * gap}' "
                    f"fill='{colour[str(r.member)]}' opacity='0.85'{dash}><title>{_e(tip)}</title>"
                    f"</rect>")
-    overlaps = d.tables["overlaps"]
-    if len(overlaps):
+    if overlaps is not None and len(overlaps):
         topic = g["topic"].iloc[0]
         sel = overlaps[(overlaps["topic"] == topic) & overlaps["partition"].isin(parts)]
         for r in sel.itertuples(index=False):
@@ -249,14 +262,34 @@ def _gantt_svg(d: AuditData, width: int = 640) -> str:
                        f"height='{row}' fill='none' stroke='{stroke}' stroke-width='2'>"
                        f"<title>overlap {_fmt_s(r.duration_s)}</title></rect>")
     out.append("</svg>")
-    when = datetime.fromtimestamp(t0, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    out.append(f"<div class='muted small'>0 s = {when}; hover a bar for details</div>")
-    legend = "".join(
+    return "".join(out)
+
+
+def _legend(colour: dict[str, str], limit: int = 40) -> str:
+    members = list(colour)
+    keys = "".join(
         f"<span class='key'><i style='background:{colour[m]}'></i>{_e(m)}</span>"
-        for m in members[:40]
+        for m in members[:limit]
     )
-    more = f" <span class='muted'>+{len(members) - 40} more</span>" if len(members) > 40 else ""
-    return "".join(out) + f"<div class='legend'>{legend}{more}</div>"
+    more = (f" <span class='muted'>+{len(members) - limit} more</span>"
+            if len(members) > limit else "")
+    return f"<div class='legend'>{keys}{more}</div>"
+
+
+def _colours(members: Sequence[str]) -> dict[str, str]:
+    return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(sorted(set(members)))}
+
+
+def _gantt_svg(d: AuditData, width: int = 640) -> str:
+    g = d.gantt
+    if g is None or len(g) == 0:
+        return "<p class='muted'>No ownership intervals in the chosen range.</p>"
+    colour = _colours([str(m) for m in g["member"]])
+    t0, t1 = float(g["start"].min()), float(g["end"].max())
+    svg = _timeline_svg(g, colour, t0=t0, t1=t1, width=width, overlaps=d.tables["overlaps"])
+    when = datetime.fromtimestamp(t0, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return (svg + f"<div class='muted small'>0 s = {when}; hover a bar for details</div>"
+            + _legend(colour))
 
 
 def _bars_svg(
@@ -450,5 +483,141 @@ or lost callback. Dashed bars are still open when the member's events stop. Red 
 overlaps (light red: within the {_e(_fmt_s(sets[0].tolerance_s if sets else 0))} clock-skew
 tolerance).</p>
 <div class='grid'>{body}</div>
+</body></html>
+"""
+
+
+# -- several runs side by side ---------------------------------------------------------------
+
+
+@dataclass
+class RunView:
+    """One run (a group of one audit) for :func:`render_runs_html`: its label, figures (any of
+    ``unowned_s``, ``max_gap_s``, ``rebalances``, ``moved``, ``min_moves``, ``overlaps``,
+    ``violations``, ``bounce_s``), its intervals and the moment its timeline starts (0 s)."""
+
+    label: str
+    figures: dict[str, Any]
+    intervals: Any
+    t0: float
+
+
+def runs_data(
+    spark: SparkSession,
+    target: str,
+    runs: Sequence[tuple[str, str, float | None, dict[str, Any]]],
+) -> list[RunView]:
+    """Read the intervals of each run's group from the audit's Parquet under ``target``.
+
+    ``runs``: (label, group, timeline start or None for the group's first interval, figures).
+    """
+    groups = sorted({group for _, group, _, _ in runs})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        intervals: Any = (
+            spark.read.parquet(f"{target}/intervals")
+            .where(F.col("group").isin(groups))
+            .select("group", "topic", "partition", "member", "generation_id", "start", "end",
+                    "end_kind", "open")
+            .toPandas()
+        )
+    views = []
+    for label, group, t0, figures in runs:
+        mine = intervals[intervals["group"] == group]
+        start = t0 if t0 is not None else (float(mine["start"].min()) if len(mine) else 0.0)
+        views.append(RunView(label, dict(figures), mine, start))
+    return views
+
+
+_FIGURE_COLUMNS = (
+    ("unowned_s", "unowned partition-s", "{:.1f}"),
+    ("stops", "partition stops", "{}"),
+    ("max_gap_s", "longest gap", "{:.2f} s"),
+    ("rebalances", "rebalances", "{}"),
+    ("moved", "moved", "{}"),
+    ("overlaps", "double ownership", "{}"),
+    ("bounce_s", "bounce", "{:.1f} s"),
+)
+
+
+def _hbars_svg(labels: Sequence[str], values: Sequence[float], *, unit: str,
+               width: int = 760) -> str:
+    """Horizontal bars, one per label, the value written at the end of each."""
+    left, right, row, top = 230, 70, 22, 6
+    height = top + row * len(labels) + 20
+    vmax = max(values, default=0.0) or 1.0
+    ticks = _nice_ticks(0.0, vmax, 5)
+    vmax = max(vmax, ticks[-1])
+    plot_w = width - left - right
+    out = [f"<svg viewBox='0 0 {width} {height}' width='100%' role='img' "
+           f"aria-label='{_e(unit)}'>"]
+    for tick in ticks:
+        tx = left + tick / vmax * plot_w
+        out.append(f"<line x1='{tx:.1f}' x2='{tx:.1f}' y1='{top}' y2='{top + row * len(labels)}'"
+                   f" stroke='#e5e5e5'/><text x='{tx:.1f}' y='{top + row * len(labels) + 14}' "
+                   f"text-anchor='middle' class='ax'>{tick:g}</text>")
+    for i, (lab, v) in enumerate(zip(labels, values, strict=True)):
+        y = top + i * row
+        w = v / vmax * plot_w
+        colour = "#59a14f" if "coop" in lab else "#e15759"
+        out.append(f"<text x='{left - 6}' y='{y + row - 7}' text-anchor='end' class='ax'>"
+                   f"{_e(lab)}</text><rect x='{left}' y='{y + 3}' width='{max(w, 0.8):.1f}' "
+                   f"height='{row - 6}' fill='{colour}'><title>{_e(lab)}: {v:g} {_e(unit)}"
+                   f"</title></rect><text x='{left + w + 4:.1f}' y='{y + row - 7}' class='ax'>"
+                   f"{v:.1f}</text>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def render_runs_html(runs: Sequence[RunView], *, title: str, note: str = "") -> str:
+    """One self-contained page comparing runs: figures, unowned time, ownership timelines."""
+    head = "".join(f"<th>{_e(name)}</th>" for _, name, _ in _FIGURE_COLUMNS)
+    body = []
+    for r in runs:
+        cells = []
+        for key, _, fmt in _FIGURE_COLUMNS:
+            value = r.figures.get(key)
+            cells.append(f"<td>{_e(fmt.format(value)) if value is not None else '-'}</td>")
+        body.append(f"<tr><td>{_e(r.label)}</td>{''.join(cells)}</tr>")
+    table = (f"<div class='scroll'><table><tr><th>run</th>{head}</tr>{''.join(body)}</table>"
+             "</div>")
+    bars = _hbars_svg([r.label for r in runs],
+                      [float(r.figures.get("unowned_s") or 0.0) for r in runs],
+                      unit="unowned partition-seconds")
+    span = max((float(r.intervals["end"].max()) - r.t0 for r in runs if len(r.intervals)),
+               default=1.0)
+    span = min(span, max((float(r.figures.get("bounce_s") or 0.0) for r in runs),
+                         default=span) * 1.15 + 2.0)
+    members = sorted({str(m) for r in runs for m in r.intervals["member"]})
+    colour = _colours(members)
+    cards = []
+    for r in runs:
+        if not len(r.intervals):
+            continue
+        unowned = r.figures.get("unowned_s")
+        sub = f"{unowned:.1f} unowned partition-s" if unowned is not None else ""
+        rows = len(set(r.intervals["partition"]))
+        cards.append(
+            f"<div class='card-run'><h3>{_e(r.label)} <span class='muted'>{_e(sub)}</span></h3>"
+            + _timeline_svg(r.intervals, colour, t0=r.t0 - 1.0, t1=r.t0 + span, width=520,
+                            row=max(3, min(12, 300 // max(rows, 1))), label=r.label)
+            + "</div>")
+    return f"""<!doctype html>
+<html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>
+<style>{_CSS}
+.runs{{display:grid;grid-template-columns:repeat(auto-fill,minmax(460px,1fr));gap:18px}}
+.card-run h3{{margin:6px 0}}
+</style></head><body>
+<h1>{_e(title)}</h1>
+<p class='muted'>{_e(note)}</p>
+<h2>Figures per run (the generations of the bounce)</h2>
+{table}
+<h2>Unowned partition-seconds</h2>
+<div style='max-width:820px'>{bars}</div>
+<h2>Ownership during the bounce</h2>
+<p class='muted'>One row per partition, one colour per member; white is a partition nobody
+owns. 0 s is the first partition released by the bounce; every run on the same scale.</p>
+{_legend(colour)}
+<div class='runs'>{''.join(cards)}</div>
 </body></html>
 """

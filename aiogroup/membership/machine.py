@@ -215,6 +215,9 @@ class GroupMember:
         self._prepare_committed = False
         self._prepare_lost_included = False
         self._last_hb_sent = 0.0
+        #: Heartbeats sent before this time go out every tenth of the interval (set by a
+        #: cooperative SyncGroup, see _heartbeat_due).
+        self._prompt_hb_until = 0.0
         self._last_hb_ok = 0.0
         # KAFKA-7026: when the requests now answered were sent (the coordinator handled them
         # later, so a send time is a safe lower bound of when it last saw us alive).
@@ -328,7 +331,7 @@ class GroupMember:
             deadlines.append(self._metadata_refresh_at)
         if self._heartbeat_enabled():
             if self._hb_token is None:
-                deadlines.append(self._last_hb_sent + self.config.heartbeat_interval_ms / 1000)
+                deadlines.append(self._heartbeat_due())
             deadlines.append(self._last_hb_ok + self.config.session_timeout_ms / 1000)
         lapse = self.session_deadline
         if lapse is not None and self._owned and not self._proof_lapse_noted:
@@ -389,9 +392,7 @@ class GroupMember:
                 log.info("session timeout expired without heartbeat response")
                 self._coordinator_lost(now, out)
                 return out
-            if self._hb_token is None and now >= (
-                self._last_hb_sent + self.config.heartbeat_interval_ms / 1000
-            ):
+            if self._hb_token is None and now >= self._heartbeat_due():
                 self._send_heartbeat(now, out)
         if self._retry_at is not None and now >= self._retry_at:
             self._retry_at = None
@@ -577,6 +578,24 @@ class GroupMember:
             )
         )
         self._round = _LeaderRound(self.generation_id, withheld, persisting)
+
+    def _heartbeat_due(self) -> float:
+        """When the next heartbeat is due.
+
+        Normally one interval after the last one. For one interval after a SyncGroup under
+        the COOPERATIVE protocol, every tenth of it: KIP-429 splits a rebalance that moves
+        partitions in two rounds. In round one the members that give partitions up revoke
+        them and rejoin at once; the others learn of round two only from a heartbeat answered
+        REBALANCE_IN_PROGRESS, and until round two the moved partitions have no owner. With
+        heartbeats at the usual pace round two starts up to a whole interval late; prompt
+        heartbeats start it within a tenth. It costs about ten more Heartbeat requests per
+        member per cooperative rebalance, which every broker answers as any other.
+        """
+        interval = self.config.heartbeat_interval_ms / 1000
+        prompt = self._last_hb_sent + interval / 10
+        if prompt <= self._prompt_hb_until:
+            return prompt
+        return self._last_hb_sent + interval
 
     def _heartbeat_enabled(self) -> bool:
         return (
@@ -1335,6 +1354,9 @@ class GroupMember:
         self._joined = True
         self._last_hb_ok = now
         self._last_hb_sent = now
+        if self.protocol is RebalanceProtocol.COOPERATIVE:
+            # KIP-429: a follow-up round may come right after this one (see _heartbeat_due)
+            self._prompt_hb_until = now + self.config.heartbeat_interval_ms / 1000
         self._goto(S.RECONCILING)
         delta = member_delta(self._owned, assigned)
         self._reconcile = _Reconcile(
@@ -1424,6 +1446,7 @@ class GroupMember:
                 out.append(act.RaiseToUser(error))
             # Try again after the retry backoff rather than a whole interval.
             interval = self.config.heartbeat_interval_ms / 1000
+            self._prompt_hb_until = 0.0  # the usual pace from here, or this retries at once
             self._last_hb_sent = now - interval + self.config.retry_backoff_ms / 1000
             return
         if self._state is S.STABLE:

@@ -718,7 +718,11 @@ class KafkaBroker:
             "assignments": [],
             "configs": [{"name": k, "value": v} for k, v in (config or {}).items()],
         }
-        r = self.request("CreateTopics", 2, {"topics": [topic], "timeout_ms": int(timeout * 1000)})
+        # the socket waits as long as the broker may (its own 10 s default cut this short)
+        r = self.request(
+            "CreateTopics", 2, {"topics": [topic], "timeout_ms": int(timeout * 1000)},
+            timeout=timeout + 10,
+        )
         code = int(r.topics[0].error_code)
         if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
             raise KafkaStartError(

@@ -727,7 +727,8 @@ def test_assignor_failure_is_raised_and_join_retried() -> None:
 
 
 def test_heartbeat_schedule_and_session_timeout() -> None:
-    s = Script(member(heartbeat_interval_ms=1000, session_timeout_ms=10_000))
+    s = Script(member(RebalanceProtocol.EAGER, heartbeat_interval_ms=1000,
+                      session_timeout_ms=10_000))
     s.stable(tps("t-0"))
     t0 = s.now
     assert s.m.next_deadline() == pytest.approx(t0 + 1)
@@ -742,6 +743,62 @@ def test_heartbeat_schedule_and_session_timeout() -> None:
     s.take(SendHeartbeat)  # never answered
     s.timer(t0 + 11.5)
     assert s.has(FindCoordinator) and s.m.state is MemberState.DISCOVERING
+
+
+def _prompt_heartbeats(s: Script, t0: float, until: float) -> list[float]:
+    """Answer every heartbeat due before ``until``; return when each was sent."""
+    sent: list[float] = []
+    while True:
+        due = s.m.next_deadline()
+        assert due is not None
+        if due >= until:
+            return sent
+        s.timer(due)
+        hb = s.take(SendHeartbeat)
+        sent.append(round(due - t0, 6))
+        s.feed(HeartbeatCompleted(hb.token))
+
+
+def test_cooperative_sync_is_followed_by_prompt_heartbeats_for_one_interval() -> None:
+    # KIP-429: round two of a rebalance starts when the members that did not revoke learn of
+    # it from a heartbeat; for one interval after a cooperative SyncGroup they ask every tenth.
+    s = Script(member(heartbeat_interval_ms=1000, session_timeout_ms=10_000))
+    s.stable(tps("t-0"))
+    t0 = s.now
+    sent = _prompt_heartbeats(s, t0, t0 + 3.5)
+    assert len(sent) == 12  # ten within the interval after the sync, then one per interval
+    gaps = [b - a for a, b in zip([0.0, *sent[:-1]], sent, strict=True)]
+    assert gaps == pytest.approx([0.1] * 10 + [1.0] * 2)
+
+
+def test_eager_sync_keeps_the_usual_heartbeat_pace() -> None:
+    s = Script(member(RebalanceProtocol.EAGER, heartbeat_interval_ms=1000,
+                      session_timeout_ms=10_000))
+    s.stable(tps("t-0"))
+    t0 = s.now
+    assert _prompt_heartbeats(s, t0, t0 + 3.5) == pytest.approx([1.0, 2.0, 3.0])
+
+
+def test_prompt_heartbeat_learns_of_round_two_within_a_tenth_of_the_interval() -> None:
+    s = Script(member(heartbeat_interval_ms=1000, session_timeout_ms=10_000))
+    s.stable(tps("t-0"))
+    t0 = s.now
+    # a member that gave a partition up rejoined at t0 + 0.05: the group is rebalancing
+    s.timer(t0 + 0.1)
+    s.feed(HeartbeatFailed(s.take(SendHeartbeat).token, 27))  # REBALANCE_IN_PROGRESS
+    join = s.take(SendJoinGroup)
+    assert join.generation_id == 1 and s.m.state is MemberState.JOINING
+
+
+def test_a_failed_prompt_heartbeat_retries_after_the_backoff_not_at_once() -> None:
+    s = Script(member(heartbeat_interval_ms=1000, session_timeout_ms=10_000,
+                      retry_backoff_ms=250))
+    s.stable(tps("t-0"))
+    t0 = s.now
+    s.timer(t0 + 0.1)
+    s.feed(HeartbeatFailed(s.take(SendHeartbeat).token, 7))  # REQUEST_TIMED_OUT, retriable
+    assert s.m.next_deadline() == pytest.approx(t0 + 0.35)
+    assert s.timer(t0 + 0.2) == []
 
 
 def test_metrics_observed() -> None:

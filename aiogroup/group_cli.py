@@ -1,0 +1,431 @@
+"""``aiogroup group describe GROUP`` and ``aiogroup group watch GROUP``: a group seen from outside.
+
+``describe`` prints one snapshot: state, generation, protocol, and per member its client id,
+host, rebalance protocol, the partitions it reported owning when it joined and those it is
+assigned, then the upgrade step and whether bouncing the next member is safe. ``watch`` polls
+and prints a line whenever something changes, following a rolling upgrade step by step. Both
+read only (DescribeGroups and Metadata); neither joins the group.
+
+Connection options are those of :class:`~aiogroup.GroupMember`, which hands them to aiokafka's
+client: ``--security-protocol``, ``--ssl-cafile/--ssl-certfile/--ssl-keyfile``,
+``--sasl-mechanism``, ``--sasl-username`` and ``--sasl-password`` (or ``AIOGROUP_SASL_PASSWORD``
+in the environment, which keeps it off the command line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from aiogroup.admin import (
+    Assessment,
+    GroupDescription,
+    GroupInspector,
+    GroupWatch,
+    MemberMode,
+    Step,
+    Verdict,
+    assess,
+    format_partitions,
+)
+from aiogroup.errors import AiogroupError, ConfigurationError
+
+__all__ = ["client_options", "main", "render_describe", "snapshot_json"]
+
+USAGE = "aiogroup group {describe,watch} GROUP --bootstrap HOST:PORT [options]"
+PASSWORD_ENV = "AIOGROUP_SASL_PASSWORD"
+_STEP_NAMES = [s.value for s in Step if s not in (Step.UNKNOWN,)]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="aiogroup group",
+        description="Describe or watch a consumer group (read-only: it never joins the group).",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("group", help="the group id")
+    common.add_argument("--bootstrap", "-b", required=True,
+                        help="bootstrap servers, HOST:PORT[,HOST:PORT...]")
+    common.add_argument("--members", type=int, default=None, metavar="N",
+                        help="how many members the group should have (a bounced member that "
+                             "has not rejoined makes the next bounce unsafe)")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--request-timeout-ms", type=int, default=10_000)
+    common.add_argument("--client-id", default="aiogroup-admin")
+    sec = common.add_argument_group("security (as GroupMember's aiokafka options)")
+    sec.add_argument("--security-protocol", default="PLAINTEXT",
+                     choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+    sec.add_argument("--ssl-cafile", help="CA bundle to verify the brokers (PEM)")
+    sec.add_argument("--ssl-certfile", help="client certificate (PEM), for mutual TLS")
+    sec.add_argument("--ssl-keyfile", help="client private key (PEM)")
+    sec.add_argument("--ssl-password", help="password of the client key, if encrypted")
+    sec.add_argument("--sasl-mechanism",
+                     choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"])
+    sec.add_argument("--sasl-username")
+    sec.add_argument("--sasl-password", help=f"(better: set {PASSWORD_ENV})")
+    d = sub.add_parser("describe", parents=[common], help="one snapshot of the group")
+    d.set_defaults(command="describe")
+    w = sub.add_parser("watch", parents=[common],
+                       help="follow the group (a rolling upgrade) and print every change")
+    w.add_argument("--interval", type=float, default=1.0, help="seconds between snapshots")
+    w.add_argument("--until", choices=[*_STEP_NAMES, "safe"], default=None,
+                   help="exit 0 once the group is at this step with the next bounce safe "
+                        "('safe': at any step)")
+    w.add_argument("--timeout", type=float, default=None,
+                   help="give up after this many seconds (exit 1)")
+    w.add_argument("--verbose", "-v", action="store_true",
+                   help="print the member table on every change")
+    return p
+
+
+def client_options(
+    args: argparse.Namespace, environ: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """aiokafka client options from the command line, as GroupMember passes them on."""
+    env = os.environ if environ is None else environ
+    options: dict[str, Any] = {"security_protocol": args.security_protocol}
+    tls = args.security_protocol in ("SSL", "SASL_SSL")
+    sasl = args.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+    if not tls and (args.ssl_cafile or args.ssl_certfile or args.ssl_keyfile):
+        raise ConfigurationError(
+            f"--ssl-* options need --security-protocol SSL or SASL_SSL, not "
+            f"{args.security_protocol}")
+    if tls:
+        from aiokafka.helpers import create_ssl_context
+
+        try:
+            options["ssl_context"] = create_ssl_context(
+                cafile=args.ssl_cafile, certfile=args.ssl_certfile, keyfile=args.ssl_keyfile,
+                password=args.ssl_password)
+        except (OSError, ValueError) as exc:
+            raise ConfigurationError(f"cannot build the TLS context: {exc}") from exc
+    password = args.sasl_password or env.get(PASSWORD_ENV)
+    if sasl:
+        if not args.sasl_mechanism:
+            raise ConfigurationError(f"{args.security_protocol} needs --sasl-mechanism")
+        options["sasl_mechanism"] = args.sasl_mechanism
+        if args.sasl_mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            if not args.sasl_username or password is None:
+                raise ConfigurationError(
+                    f"SASL {args.sasl_mechanism} needs --sasl-username and a password "
+                    f"(--sasl-password or {PASSWORD_ENV})")
+            options["sasl_plain_username"] = args.sasl_username
+            options["sasl_plain_password"] = password
+    elif args.sasl_mechanism or args.sasl_username or args.sasl_password:
+        raise ConfigurationError(
+            f"--sasl-* options need --security-protocol SASL_PLAINTEXT or SASL_SSL, not "
+            f"{args.security_protocol}")
+    return options
+
+
+# --------------------------------------------------------------------------- text
+
+
+def _mode_text(mode: MemberMode | None) -> str:
+    return {
+        MemberMode.EAGER: "EAGER",
+        MemberMode.COOPERATIVE: "COOPERATIVE",
+        MemberMode.NEW: "new",
+        MemberMode.UNCONFIRMED: "EAGER?",
+        MemberMode.UNKNOWN: "?",
+        None: "?",
+    }[mode]
+
+
+def _generation_text(group: GroupDescription) -> str:
+    gen = group.generation
+    if gen is not None:
+        return f"{gen} (one more than the members report holding)"
+    if not group.stable:
+        return "? (shown once the group is Stable)"
+    return "? (no member reports one: all new, or Subscription V0/V1 without a generation)"
+
+
+def _assignment_text(group: GroupDescription, a: Assessment) -> str:
+    total = len(group.all_partitions)
+    if not group.has_assignments:
+        return "? (no assignments returned)"
+    assigned = sum(len(m.assignment or ()) for m in group.members)
+    if not total:
+        return f"{assigned} partitions assigned"
+    text = f"{total - len(a.unassigned)}/{total} partitions assigned"
+    return text + (f", {len(a.doubly_assigned)} twice" if a.doubly_assigned else ", none twice")
+
+
+def _verdict_text(a: Assessment) -> str:
+    if a.verdict is Verdict.SAFE:
+        return "safe"
+    if a.verdict is Verdict.UNKNOWN:
+        return "cannot tell"
+    return "wait"
+
+
+def render_describe(group: GroupDescription, a: Assessment) -> str:
+    """The text ``aiogroup group describe`` prints."""
+    where = ", ".join(x for x in (group.coordinator and f"coordinator {group.coordinator}",
+                                  f"DescribeGroups v{group.api_version}") if x)
+    lines = [f"group {group.group_id}  ({where})"]
+    rp = group.rebalance_protocol
+    protocol = (f"{group.protocol} ({rp.name})" if group.protocol and rp is not None
+                else "- (the broker names none)")
+    topics = " ".join(f"{t}[{n}]" for t, n in sorted(group.partitions.items())) or "-"
+    rows = [
+        ("state", group.state),
+        ("generation", _generation_text(group)),
+        ("protocol", f"{group.protocol_type or '-'} / {protocol}"),
+        ("members", f"{len(group.members)}; {_assignment_text(group, a)}"),
+        ("topics", topics),
+        ("step", a.step_text),
+        ("next bounce", _verdict_text(a) + ("" if a.safe else ": " + "; ".join(a.reasons))),
+        ("advice", a.advice),
+    ]
+    if group.metadata_is_assignment:
+        rows.append(("broker", "sends each member's assignment in place of its metadata "
+                               "(KAFKA-9150: Apache Kafka 2.3.0-2.3.1); owned partitions and "
+                               "generations cannot be read"))
+    lines += [f"  {k:<12} {v}" for k, v in rows]
+    if group.members:
+        lines.append("")
+        lines.append(_member_table(group, a))
+        if group.protocol and group.has_metadata:
+            lines.append(
+                f"  offered assignors: every member offers {group.protocol} (the vote chose it); "
+                "the broker returns each member's metadata for the chosen protocol only, so any "
+                "other assignors in its list are not visible from outside")
+    return "\n".join(lines)
+
+
+def _member_table(group: GroupDescription, a: Assessment) -> str:
+    head = ("CLIENT ID", "MEMBER ID", "HOST", "INSTANCE", "PROTOCOL", "SUB", "HELD GEN",
+            "OWNED AT JOIN", "ASSIGNED")
+    rows: list[tuple[str, ...]] = []
+    for m in group.members:
+        sub = m.subscription
+        gen = m.reported_generation(group.protocol)
+        rows.append((
+            m.client_id or "-",
+            m.member_id if len(m.member_id) <= 24 else m.member_id[:23] + "…",
+            m.client_host or "-",
+            m.group_instance_id or "-",
+            _mode_text(a.modes.get(m.member_id)),
+            f"v{sub.version}" if sub is not None else "-",
+            "-" if gen is None else ("none" if gen < 0 else str(gen)),
+            format_partitions(m.owned) if sub is not None else "?",
+            format_partitions(m.assignment) + (f"  ! {m.problem}" if m.problem else ""),
+        ))
+    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(len(head))]
+    return "\n".join(
+        "  " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip()
+        for r in (head, *rows)
+    )
+
+
+def snapshot_json(group: GroupDescription, a: Assessment, **extra: Any) -> dict[str, Any]:
+    """The ``--json`` form of one snapshot."""
+    return {
+        "group": group.group_id,
+        "state": group.state,
+        "generation": group.generation,
+        "protocol_type": group.protocol_type,
+        "protocol": group.protocol,
+        "rebalance_protocol": group.rebalance_protocol.name if group.rebalance_protocol else None,
+        "describe_groups_version": group.api_version,
+        "has_metadata": group.has_metadata,
+        "metadata_is_assignment": group.metadata_is_assignment,
+        "partitions": dict(group.partitions),
+        "step": a.step.value,
+        "next_bounce": a.verdict.value,
+        "reasons": list(a.reasons),
+        "advice": a.advice,
+        "unassigned": format_partitions(a.unassigned),
+        "doubly_assigned": format_partitions(a.doubly_assigned),
+        "members": [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "group_instance_id": m.group_instance_id,
+                "mode": a.modes[m.member_id].value if m.member_id in a.modes else None,
+                "assignors": [group.protocol] if group.protocol and m.subscription else [],
+                "subscription_version": m.subscription.version if m.subscription else None,
+                "held_generation": m.reported_generation(group.protocol),
+                "topics": list(m.subscription.topics) if m.subscription else None,
+                "owned": _tp_list(m.owned),
+                "assigned": _tp_list(m.assignment),
+                "problem": m.problem,
+            }
+            for m in group.members
+        ],
+        **extra,
+    }
+
+
+def _tp_list(partitions: frozenset[Any] | None) -> list[list[Any]] | None:
+    return None if partitions is None else [[tp.topic, tp.partition] for tp in sorted(partitions)]
+
+
+# --------------------------------------------------------------------------- watch
+
+
+def _summary_line(group: GroupDescription, a: Assessment, watch: GroupWatch) -> str:
+    expected = watch.expected_members or watch.largest
+    members = f"{len(group.members)}/{expected} members" if expected else \
+        f"{len(group.members)} members"
+    gen = group.generation
+    protocol = group.protocol or "-"
+    eager = a.eager_members
+    shown = a.step is Step.VOTE_MOVED and group.stable
+    step = a.step.value + (f" ({len(eager)} EAGER)" if shown else "")
+    verdict = _verdict_text(a)
+    if not a.safe and a.reasons:
+        verdict += ": " + a.reasons[0]
+    parts = [
+        time.strftime("%H:%M:%S"),
+        f"{group.state:<19}",
+        f"gen {gen if gen is not None else '?':<4}",
+        f"{protocol:<18}",
+        members,
+        _assignment_text(group, a) if group.stable else "",
+        f"step {step}",
+        f"next bounce: {verdict}",
+    ]
+    return "  ".join(p for p in parts if p)
+
+
+def _changes(before: GroupDescription | None, after: GroupDescription) -> list[str]:
+    if before is None:
+        return []
+    old = {m.member_id: m for m in before.members}
+    new = {m.member_id: m for m in after.members}
+    out = [f"left    {old[m].client_id or '-'} ({m})" for m in sorted(old.keys() - new.keys())]
+    out += [f"joined  {new[m].client_id or '-'} ({m})" for m in sorted(new.keys() - old.keys())]
+    if before.protocol and after.protocol and before.protocol != after.protocol:
+        out.append(f"the vote moved: {before.protocol} -> {after.protocol}")
+    return out
+
+
+def _fingerprint(group: GroupDescription, a: Assessment) -> tuple[Any, ...]:
+    return (
+        group.state,
+        group.protocol,
+        group.generation,
+        tuple((m.member_id, m.assignment) for m in group.members),
+        a.step,
+        a.verdict,
+        a.reasons,
+    )
+
+
+async def watch(
+    inspector: GroupInspector,
+    *,
+    out: TextIO,
+    interval: float = 1.0,
+    expected_members: int | None = None,
+    until: str | None = None,
+    timeout: float | None = None,
+    as_json: bool = False,
+    verbose: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Poll the group every ``interval`` seconds and print each change; returns the exit status
+    (0: ``until`` reached or stopped, 1: ``timeout``)."""
+    state = GroupWatch(expected_members=expected_members)
+    began = clock()
+    last: tuple[Any, ...] | None = None
+    errors = 0
+    while True:
+        try:
+            group = await inspector.describe()
+        except AiogroupError as exc:  # the coordinator moved or is down: say so, keep watching
+            errors += 1
+            if errors == 1 or errors % 30 == 0:
+                print(f"{time.strftime('%H:%M:%S')}  cannot describe the group: {exc}",
+                      file=out, flush=True)
+        else:
+            errors = 0
+            before = state.last
+            a = state.observe(group)
+            fp = _fingerprint(group, a)
+            if fp != last:
+                last = fp
+                if as_json:
+                    print(json.dumps(snapshot_json(group, a, time=time.time(),
+                                                   restarted=state.restarted)),
+                          file=out, flush=True)
+                else:
+                    print(_summary_line(group, a, state), file=out, flush=True)
+                    for change in _changes(before, group):
+                        print(f"          {change}", file=out, flush=True)
+                    if any(c.startswith("joined") for c in _changes(before, group)):
+                        print(f"          {state.restarted} member(s) joined since the watch "
+                              "began", file=out, flush=True)
+                    if verbose and group.members:
+                        print(_member_table(group, a), file=out, flush=True)
+            if until is not None and a.safe and (until == "safe" or a.step.value == until):
+                if not as_json:
+                    print(f"reached: step {a.step.value}, next bounce safe. {a.advice}",
+                          file=out, flush=True)
+                return 0
+        if timeout is not None and clock() - began >= timeout:
+            if not as_json:
+                print(f"timed out after {timeout:g} s", file=out, flush=True)
+            return 1
+        await asyncio.sleep(interval)  # the polling period, not synchronisation
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+async def _run(args: argparse.Namespace, out: TextIO) -> int:
+    inspector = GroupInspector(
+        [s.strip() for s in args.bootstrap.split(",") if s.strip()],
+        args.group,
+        client_id=args.client_id,
+        request_timeout_ms=args.request_timeout_ms,
+        **client_options(args),
+    )
+    await inspector.start()
+    try:
+        if args.command == "describe":
+            group = await inspector.describe()
+            a = assess(group, expected_members=args.members)
+            if args.json:
+                print(json.dumps(snapshot_json(group, a), indent=2), file=out)
+            else:
+                print(render_describe(group, a), file=out)
+            return 0
+        return await watch(
+            inspector,
+            out=out,
+            interval=args.interval,
+            expected_members=args.members,
+            until=args.until,
+            timeout=args.timeout,
+            as_json=args.json,
+            verbose=args.verbose,
+        )
+    finally:
+        await inspector.close()
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """``aiogroup group ...``; returns the exit status (2: usage or connection error)."""
+    try:
+        args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        return asyncio.run(_run(args, out or sys.stdout))
+    except KeyboardInterrupt:
+        return 0
+    except AiogroupError as exc:
+        print(f"aiogroup group: {exc}", file=sys.stderr)
+        return 2
