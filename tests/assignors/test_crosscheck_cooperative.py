@@ -15,7 +15,9 @@ The converged results are compared:
 - balance: equal subscriptions -> our max-min load <= theirs; unequal -> we have no more
   balance violations (a partition that could move to an eligible member with 2+ fewer) than
   they do;
-- moves: partitions whose final owner differs from their pre-change owner, ours <= theirs;
+- moves: partitions whose final owner differs from their pre-change owner, ours <= theirs,
+  unless (unequal subscriptions) ours ends strictly tighter (max-min load) than theirs: the
+  sticky assignor's first goal is balance, so a move that buys a tighter balance is allowed;
 - validity: each partition to at most one member, and only to a subscriber; both rounds
   cooperative-safe (nobody is given a partition another member still claims).
 
@@ -396,6 +398,7 @@ def unequal_never_worse(scenario: Scenario) -> None:
     check_balance(scenario, outcome)
     ours = moves(outcome.ours_before, owner_map(outcome.ours))
     theirs = moves(outcome.theirs_before, owner_map(outcome.theirs))
+    theirs_plan = outcome.theirs
     if ours > theirs and scenario.baseline == "own":
         # Each side started from its own fresh layout, and with unequal subscriptions one
         # layout can need a move more than the other (the leaver held a partition only a busy
@@ -405,8 +408,16 @@ def unequal_never_worse(scenario: Scenario) -> None:
         assume(settled is not None)
         assert settled is not None
         theirs = moves(outcome.ours_before, owner_map(settled[0]))
+        theirs_plan = settled[0]
+    if ours > theirs and spread(outcome.ours) < spread(theirs_plan):
+        # Balance comes before stickiness (the sticky assignor's first goal). With unequal
+        # subscriptions both sides can end with no balance violation while ours is strictly
+        # tighter (seen: loads 16-17 for 19 moves against kafka-python's 15-17 for 18). A move
+        # that buys a tighter balance is allowed; a move that buys nothing is not.
+        event("moves: ours more, for a strictly tighter balance")
+        return
     event("moves: ours fewer" if ours < theirs else "moves: equal")
-    assert ours <= theirs, (ours, theirs, outcome.ours, outcome.theirs)
+    assert ours <= theirs, (ours, theirs, outcome.ours, theirs_plan)
 
 
 @settings(max_examples=150, deadline=None)
