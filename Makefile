@@ -10,5 +10,6 @@ bench:
 	.venv/bin/python bench/bench_assignors.py
 	.venv/bin/python bench/bench_embedded_join.py
 	.venv/bin/python bench/bench_audit.py
+	.venv/bin/python bench/bench_consumer.py
 clean:
 	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -12,6 +12,7 @@ from aiogroup._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from aiogroup.client import GroupMember, RebalanceOutcome
+    from aiogroup.consumer import Consumer, ConsumerRecord
     from aiogroup.errors import AiogroupError, CodecError, ConfigurationError, KafkaError
     from aiogroup.protocol.types import Assignment, Subscription, TopicPartition
 
@@ -22,6 +23,8 @@ __all__ = [
     "Assignment",
     "CodecError",
     "ConfigurationError",
+    "Consumer",
+    "ConsumerRecord",
     "GroupMember",
     "KafkaError",
     "RebalanceOutcome",
@@ -33,6 +36,8 @@ __all__ = [
 _WHERE = {
     "GroupMember": "aiogroup.client",
     "RebalanceOutcome": "aiogroup.client",
+    "Consumer": "aiogroup.consumer",
+    "ConsumerRecord": "aiogroup.consumer",
     "AiogroupError": "aiogroup.errors",
     "CodecError": "aiogroup.errors",
     "ConfigurationError": "aiogroup.errors",

@@ -12,6 +12,12 @@ cooperative-sticky assignor (KIP-429):
    were without an owner, what an eager group would have revoked, and whether any partition
    ever had two owners.
 
+Records flow all along: a producer keeps writing to the topic and every member is an
+:class:`aiogroup.Consumer` reading it (auto-commit). After each rebalance the demo says how many
+records of the partitions it kept each member read *while the group was rebalancing* (none
+would under the eager protocol), and the summary counts the records produced, processed, and
+processed twice (none: a partition's position is committed before it moves).
+
 The demo ends by itself (about 30 s on Tansu, which holds each JoinGroup for half a session; a
 few seconds on the embedded broker) and stops the broker it started.
 
@@ -34,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TextIO
 
 from aiogroup.client import GroupMember
+from aiogroup.consumer import Consumer
 from aiogroup.membership import MemberState
 from aiogroup.protocol.types import TopicPartition, group_by_topic
 
@@ -46,6 +53,7 @@ __all__ = [
     "Move",
     "Narrator",
     "Problem",
+    "ReadDuringRebalance",
     "Received",
     "Settled",
     "StepStarted",
@@ -148,6 +156,16 @@ class Settled:
 
 
 @dataclass(frozen=True)
+class ReadDuringRebalance:
+    """A member read records of partitions it kept while its group rebalanced."""
+
+    at: float
+    member: str
+    records: int
+    partitions: Partitions
+
+
+@dataclass(frozen=True)
 class Problem:
     """Something the demo expected did not happen."""
 
@@ -171,10 +189,23 @@ class Summary:
     kept_throughout: Mapping[str, Partitions]
     double_owned: tuple[str, ...]
     problems: tuple[str, ...]
+    produced: int = 0
+    processed: int = 0
+    processed_twice: int = 0
+    read_during_rebalances: int = 0
 
 
 DemoEvent = (
-    BrokerStarted | StepStarted | Joining | Received | GaveUp | Left | Settled | Problem | Summary
+    BrokerStarted
+    | StepStarted
+    | Joining
+    | Received
+    | GaveUp
+    | Left
+    | Settled
+    | ReadDuringRebalance
+    | Problem
+    | Summary
 )
 
 # --------------------------------------------------------------------------- wording
@@ -258,6 +289,12 @@ class Narrator:
                 return self._line(event.at, f"{self.who(m)} {done}")
             case Settled():
                 return self._line(event.at, self._settled(event))
+            case ReadDuringRebalance(member=m, records=n, partitions=kept):
+                return self._line(
+                    event.at,
+                    f"{self.who(m)} read {_count(n, 'record')} of {describe_partitions(kept)} "
+                    "while the group rebalanced",
+                )
             case Problem(text=text):
                 return self._line(event.at, self.paint(f"✗ {text}", _RED))
             case Summary():
@@ -368,6 +405,17 @@ class Narrator:
                     f"  {self.who(member)} kept {describe_partitions(partitions)} through every "
                     "rebalance, from its first assignment to the end."
                 )
+        if s.produced:
+            twice = (
+                self.paint("none", _GREEN)
+                if not s.processed_twice
+                else self.paint(str(s.processed_twice), _RED)
+            )
+            lines.append(
+                f"  Records: {s.produced} produced, {s.processed} processed, processed twice: "
+                f"{twice}; {s.read_during_rebalances} were read from kept partitions while the "
+                "group rebalanced."
+            )
         if s.double_owned:
             lines.append(
                 self.paint(
@@ -412,6 +460,10 @@ class _Ledger:
     first_owned: dict[str, set[TopicPartition]] = field(default_factory=dict)
     gave_up: dict[str, set[TopicPartition]] = field(default_factory=dict)
     double_owned: list[str] = field(default_factory=list)
+    produced: int = 0
+    processed: set[tuple[int, int]] = field(default_factory=set)
+    processed_twice: int = 0
+    read_during_rebalances: int = 0
 
     def now(self) -> float:
         return time.monotonic() - self.started
@@ -500,7 +552,8 @@ async def _until(
             try:
                 if condition():
                     return
-                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                # Also every half second: some conditions (records read) change on their own.
+                await asyncio.wait(waiters, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for w in waiters:
                     w.cancel()
@@ -537,6 +590,68 @@ async def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         await admin.close()
 
 
+class _Reader:
+    """One member's application: reads records, and counts those of the partitions it keeps
+    that it read while its member was rebalancing (reported when the rebalance ends)."""
+
+    def __init__(self, ledger: _Ledger, name: str, consumer: Consumer) -> None:
+        self.ledger = ledger
+        self.name = name
+        self.consumer = consumer
+        self.task: asyncio.Task[None] | None = None
+        self._since: Partitions | None = None
+        self._during = 0
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        ledger = self.ledger
+        member = self.consumer.member
+        while True:
+            batch = await self.consumer.getmany(timeout_ms=200, max_records=100)
+            rebalancing = member.state is not MemberState.STABLE
+            if rebalancing and self._since is None:
+                self._since, self._during = member.assignment, 0
+            for tp, records in batch.items():
+                for r in records:
+                    key = (r.partition, r.offset)
+                    if key in ledger.processed:
+                        ledger.processed_twice += 1
+                    ledger.processed.add(key)
+                if rebalancing and self._since and tp in self._since:
+                    self._during += len(records)
+                    ledger.read_during_rebalances += len(records)
+            if not rebalancing and self._since is not None:
+                kept = self._since & member.assignment
+                if kept:
+                    ledger.show(ReadDuringRebalance(ledger.now(), self.name, self._during, kept))
+                self._since = None
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+
+
+async def _produce(bootstrap: str, topic: str, partitions: int, ledger: _Ledger) -> None:
+    """Keep records coming (about 100 a second), so there is something to read throughout."""
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        i = 0
+        while True:
+            await producer.send_and_wait(topic, b"order-%d" % i, partition=i % partitions)
+            ledger.produced += 1
+            i += 1
+            if i % 10 == 0:
+                await asyncio.sleep(0.1)  # the production rate
+    finally:
+        await producer.stop()
+
+
 async def _run(
     bootstrap: str, args: argparse.Namespace, narrator: Narrator, ledger: _Ledger
 ) -> int:
@@ -547,8 +662,8 @@ async def _run(
     total = args.members + (1 if args.members >= 2 else 0) + 1
     step = 0
 
-    def new_member(name: str) -> GroupMember:
-        return GroupMember(
+    def new_member(name: str) -> Consumer:
+        return Consumer(
             bootstrap,
             group,
             topics=[topic],
@@ -559,25 +674,29 @@ async def _run(
             rebalance_timeout_ms=args.session_ms * 2,
             request_timeout_ms=10_000,
             close_timeout_s=15,
+            auto_offset_reset="earliest",
             client_id=name,
         )
 
-    members: dict[str, GroupMember] = {}
+    members: dict[str, Consumer] = {}
+    readers: dict[str, _Reader] = {}
     everyone: list[GroupMember] = []
     problems: list[str] = []
     eager_would_revoke = 0
 
+    def live() -> list[GroupMember]:
+        return [c.member for c in members.values()]
+
     async def settle(
         since: float, seen: set[int], joined: str | None = None, left: str | None = None
     ) -> None:
-        live = list(members.values())
-        if await _until(live, lambda: _balanced(live, partitions), limit):
+        if await _until(live(), lambda: _balanced(live(), partitions), limit):
             narrator.show(
                 Settled(
                     ledger.now(),
                     ledger.now() - since,
                     len(_generations(everyone) - seen),
-                    {name: m.assignment for name, m in members.items()},
+                    {name: c.member.assignment for name, c in members.items()},
                     ledger.step_gave_up,
                     joined,
                     left,
@@ -588,6 +707,7 @@ async def _run(
             problems.append(f"the group did not settle within {limit:.0f} s after {what}")
             narrator.show(Problem(ledger.now(), problems[-1]))
 
+    producer = asyncio.create_task(_produce(bootstrap, topic, args.partitions, ledger))
     try:
         for i in range(1, args.members + 1):
             name = f"member-{i}"
@@ -598,9 +718,11 @@ async def _run(
             eager_would_revoke += len(ledger.owners)
             since, seen = ledger.now(), _generations(everyone)
             members[name] = new_member(name)
-            everyone.append(members[name])
             narrator.show(Joining(since, name, group, topic, args.partitions))
             await members[name].start()
+            everyone.append(members[name].member)
+            readers[name] = _Reader(ledger, name, members[name])
+            readers[name].start()
             await settle(since, seen, joined=name)
         if args.members >= 2:
             leaver = "member-2"
@@ -609,15 +731,26 @@ async def _run(
             ledger.scene, ledger.step_gave_up = _Scene("leave", leaver), 0
             eager_would_revoke += len(ledger.owners) - len(ledger.owned_by(leaver))
             since, seen = ledger.now(), _generations(everyone)
+            await readers.pop(leaver).stop()
             await members.pop(leaver).close()
             narrator.show(Left(ledger.now(), leaver))
             await settle(since, seen, left=leaver)
+        producer.cancel()
+        await asyncio.gather(producer, return_exceptions=True)
+        if not await _until(live(), lambda: len(ledger.processed) >= ledger.produced, limit):
+            problems.append(
+                f"only {len(ledger.processed)} of {ledger.produced} records were processed"
+            )
+            narrator.show(Problem(ledger.now(), problems[-1]))
     finally:
+        producer.cancel()
         step += 1
         narrator.show(StepStarted(ledger.now(), step, total, "the demo shuts the group down"))
         ledger.scene = _Scene("close")
-        for name, m in members.items():
-            await m.close()
+        for reader in readers.values():
+            await reader.stop()
+        for name, c in members.items():
+            await c.close()
             narrator.show(Left(ledger.now(), name, closing=True))
     narrator.show(
         Summary(
@@ -633,9 +766,14 @@ async def _run(
             kept_throughout=ledger.kept_throughout(),
             double_owned=tuple(ledger.double_owned),
             problems=tuple(problems),
+            produced=ledger.produced,
+            processed=len(ledger.processed),
+            processed_twice=ledger.processed_twice,
+            read_during_rebalances=ledger.read_during_rebalances,
         )
     )
-    return 0 if not problems and not ledger.double_owned else 1
+    failed = problems or ledger.double_owned or ledger.processed_twice
+    return 1 if failed else 0
 
 
 @asynccontextmanager

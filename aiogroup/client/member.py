@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 import time
@@ -33,7 +34,7 @@ from collections.abc import (
 )
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
 from aiogroup.client import logs
@@ -63,7 +64,7 @@ from aiogroup.membership.states import MemberState
 from aiogroup.metrics import KIP429Metrics, MetricsSink, TeeMetrics
 from aiogroup.protocol.types import TopicPartition
 
-__all__ = ["GroupMember", "MemberClosedError", "RebalanceOutcome"]
+__all__ = ["GroupMember", "MemberClosedError", "OffsetsSource", "RebalanceOutcome"]
 
 log = logging.getLogger("aiogroup.client")
 
@@ -73,6 +74,20 @@ T = TypeVar("T")
 
 class MemberClosedError(AiogroupError):
     """The member is closed (or was never started): the call cannot be served."""
+
+
+class OffsetsSource(Protocol):
+    """Where auto-commit finds the consumed positions (the consumer that owns the member)."""
+
+    def offsets_to_commit(
+        self, partitions: Iterable[TopicPartition]
+    ) -> Mapping[TopicPartition, int]:
+        """The consumed positions of ``partitions`` that are not committed yet."""
+        ...
+
+    def offsets_committed(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """``offsets`` were committed (any commit through this member)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +195,8 @@ class GroupMember:
         client_id: str = "aiogroup",
         telemetry: Any = None,
         metrics: MetricsSink | None = None,
+        enable_auto_commit: bool = False,
+        offsets_source: OffsetsSource | None = None,
         **client_options: Any,
     ) -> None:
         # Before anything is built: a misspelt option must not become aiokafka's TypeError.
@@ -207,8 +224,8 @@ class GroupMember:
                 rebalance_timeout_ms=rebalance_timeout_ms,
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 retry_backoff_ms=retry_backoff_ms,
-                # This member fetches no records, so it has no positions to auto-commit.
-                enable_auto_commit=False,
+                # Auto-commit needs positions: only a consumer that fetches has them.
+                enable_auto_commit=enable_auto_commit and offsets_source is not None,
                 rack_id=rack_id,
             ),
             metrics=sink,
@@ -221,6 +238,7 @@ class GroupMember:
             join_timeout_ms=rebalance_timeout_ms + 5_000,
             **client_options,
         )
+        self._offsets_source = offsets_source
         self._telemetry = telemetry
         self._listener: Any = _TelemetryListener(self, listener) if telemetry else listener
         self._metrics = sink
@@ -337,10 +355,14 @@ class GroupMember:
             await self._call_event(self._initial)
         return self
 
-    async def close(self, timeout: float | None = None) -> None:
+    async def close(self, timeout: float | None = None, *, finish_rebalance: bool = False) -> None:
         """Revoke (callbacks run), leave the group unless static, and disconnect.
 
         Completes within ``timeout`` (default ``close_timeout_s``) even if the broker is gone.
+        ``finish_rebalance=True``: a rebalance under way is finished first (for at most three
+        quarters of ``timeout``), so the final commit and the revocation happen in a generation
+        the broker accepts; otherwise (the default, as Java) closing mid-rebalance reports the
+        partitions lost.
         """
         if self._closed:
             return
@@ -350,7 +372,12 @@ class GroupMember:
         try:
             if owner is not None and not owner.done():
                 closing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                call = _Call(lambda now: self._machine.handle(ev.CloseRequested(), now), closing)
+
+                def close_now(now: float) -> list[act.Action]:
+                    by = now + 0.75 * limit if finish_rebalance else None
+                    return self._machine.handle(ev.CloseRequested(finish_rebalance_by=by), now)
+
+                call = _Call(close_now, closing)
                 self._queue.put_nowait(call)
                 with contextlib.suppress(TimeoutError, AiogroupError):
                     await asyncio.wait_for(self._wait_state({MemberState.CLOSED}, closing), limit)
@@ -393,6 +420,15 @@ class GroupMember:
     async def unsubscribe(self) -> None:
         """Revoke everything (callbacks run) and leave the group (KIP-70); stays usable."""
         await self._call_event(ev.UnsubscribeRequested())
+
+    async def leave_group(self, reason: str) -> None:
+        """Leave at once without committing; what is owned is reported lost (KIP-62: the
+        application stopped polling). Subscribe again to rejoin."""
+        await self._call_event(ev.UnsubscribeRequested(lost=True, reason=reason))
+
+    def raise_errors(self) -> None:
+        """Raise the first pending callback error (then forget it), or the fatal error."""
+        self._raise_pending()
 
     async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit ``offsets`` (the next offset to read, per partition) for this generation.
@@ -597,11 +633,15 @@ class GroupMember:
             elif isinstance(action, act.SendLeaveGroup):
                 self._spawn(self._leave_group(action))
             elif isinstance(action, act.CommitOffsets):
-                if action.offsets is None:
-                    # Auto-commit of consumed positions: this member consumes nothing.
+                offsets = action.offsets
+                if offsets is None and self._offsets_source is not None:
+                    # Auto-commit of the consumed positions of what the member owns.
+                    owned = self._machine.assignment
+                    offsets = dict(self._offsets_source.offsets_to_commit(owned))
+                if not offsets:
                     self._queue.put_nowait(ev.CommitCompleted(action.token))
                 else:
-                    self._spawn(self._commit(action))
+                    self._spawn(self._commit(dataclasses.replace(action, offsets=offsets)))
             elif isinstance(action, act.ResolveCommit):
                 future = self._commit_futures.pop(action.token, None)
                 if future is not None and not future.done():
@@ -869,6 +909,11 @@ class GroupMember:
                 action.generation_id,
             )
             self._telemetry_call("offsets_committed", offsets, action.generation_id)
+            if self._offsets_source is not None:
+                try:
+                    self._offsets_source.offsets_committed(offsets)
+                except Exception as exc:  # the source's bookkeeping must not lose the answer
+                    log.warning("offsets_committed hook failed: %r", exc)
             self._post(ev.CommitCompleted(action.token))
 
     async def _invoke_callbacks(self, action: act.InvokeCallbacks) -> None:

@@ -87,6 +87,10 @@ API_VERSIONS: dict[str, tuple[int, int]] = {
     "OffsetCommit": (2, 9),
     "OffsetFetch": (1, 7),
     "Metadata": (1, 12),
+    # The consumer's data plane (aiogroup.consumer.wire): Fetch from v4 (isolation level,
+    # aborted transactions) to v12 (v13+ name topics by id); ListOffsets v1-v7.
+    "Fetch": (4, 12),
+    "ListOffsets": (1, 7),
 }
 
 #: Error codes meaning "the coordinator moved or is not ready": find it again, then retry.

@@ -61,12 +61,29 @@ class SubscriptionChanged(Event):
 
 @dataclass(frozen=True, slots=True)
 class UnsubscribeRequested(Event):
-    """The user unsubscribed: commit (auto-commit only), revoke everything, leave (KIP-70)."""
+    """The user unsubscribed: commit (auto-commit only), revoke everything, leave (KIP-70).
+
+    ``lost=True`` leaves at once without committing and reports what is owned as *lost*: a
+    consumer whose application stopped polling for ``max_poll_interval_ms`` (KIP-62) leaves
+    this way, as Java's does; ``reason`` goes into LeaveGroup (KIP-800).
+    """
+
+    lost: bool = False
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class CloseRequested(Event):
-    """The user closes the member: commit (auto-commit only), revoke, LeaveGroup unless static."""
+    """The user closes the member: commit (auto-commit only), revoke, LeaveGroup unless static.
+
+    ``finish_rebalance_by`` (a time on the ``now`` clock): if a rebalance is under way, finish
+    it (or wait until the coordinator is found again) before leaving, so the final commit and
+    the revocation happen in a generation the broker still accepts; only if that has not
+    happened by then, or the membership is gone, are the partitions reported lost. ``None``
+    leaves at once (Java's ``onLeavePrepare``: mid-rebalance means lost).
+    """
+
+    finish_rebalance_by: float | None = None
 
 
 # -- cluster knowledge --------------------------------------------------------------------------

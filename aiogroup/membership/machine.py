@@ -230,7 +230,11 @@ class GroupMember:
         self._group_topics: frozenset[str] = frozenset()
         self._reconcile: _Reconcile | None = None
         self._leave_close = False
+        self._leave_lost = False
+        self._leave_reason = ""
         self._leave_phase: Literal["commit", "callbacks", "leave", ""] = ""
+        #: A close waiting for the rebalance to finish (CloseRequested.finish_rebalance_by).
+        self._close_by: float | None = None
         self._leave_commit_token: int | None = None
         self.fatal_error: AiogroupError | None = None
         #: The leader's view of its last assignment round (KIP-429 2a-2c), for logs and tests.
@@ -318,6 +322,8 @@ class GroupMember:
         deadlines: list[float] = []
         if self._retry_at is not None:
             deadlines.append(self._retry_at)
+        if self._close_by is not None:
+            deadlines.append(self._close_by)
         if self._metadata_refresh_at is not None:
             deadlines.append(self._metadata_refresh_at)
         if self._heartbeat_enabled():
@@ -358,6 +364,10 @@ class GroupMember:
         """Wake the machine at (or after) :meth:`next_deadline`."""
         out: Out = []
         if self._state in (S.CLOSED, S.FATAL, S.LEAVING):
+            return out
+        if self._close_by is not None and now >= self._close_by:
+            log.info("the rebalance did not finish before close's deadline: leaving now")
+            self._start_leave(now, out, close=True)
             return out
         lapse = self.session_deadline
         if lapse is not None and now >= lapse and not self._proof_lapse_noted:
@@ -723,6 +733,9 @@ class GroupMember:
             self._callbacks(out, lost=self._owned)
             self._owned = frozenset()
         out.append(act.RaiseToUser(error, fatal=True))
+        if self._close_by is not None:  # a close was waiting for the rebalance: it is over
+            self._close_by = None
+            self._goto(S.CLOSED)
 
     def _coordinator_lost(self, now: float, out: Out) -> None:
         self.coordinator_id = None
@@ -757,6 +770,9 @@ class GroupMember:
         if self._state in (S.PREPARING, S.RECONCILING) and (
             self._callbacks_token is not None or self._prepare_commit_token is not None
         ):
+            return
+        if self._close_by is not None and self._close_ready():
+            self._start_leave(now, out, close=True)
             return
         if not self.has_subscription:
             self._goto(S.UNJOINED)
@@ -804,6 +820,9 @@ class GroupMember:
         self._goto(S.PREPARING)
         if self._callbacks_token is not None or self._prepare_commit_token is not None:
             return  # a step of the preparation is in flight; its completion resumes here
+        if self._close_by is not None and self._close_ready():
+            self._start_leave(now, out, close=True)  # a close waited for this point
+            return
         active = self._joined and self.generation_id >= 0 and bool(self.member_id)
         if (
             self.config.enable_auto_commit
@@ -1005,8 +1024,22 @@ class GroupMember:
 
     # -- leaving (KIP-70 unsubscribe, close) ----------------------------------------------------
 
-    def _start_leave(self, now: float, out: Out, *, close: bool) -> None:
+    def _close_ready(self) -> bool:
+        """A waiting close may go ahead: the final commit and revocation can happen in a
+        generation the broker accepts, or there is nothing left to commit for."""
+        return (
+            not self._owned
+            or self._reset_pending
+            or (self._joined and self.generation_id >= 0 and self.coordinator_id is not None)
+        )
+
+    def _start_leave(
+        self, now: float, out: Out, *, close: bool, lost: bool = False, reason: str = ""
+    ) -> None:
+        self._close_by = None
         self._leave_close = close
+        self._leave_lost = lost
+        self._leave_reason = reason
         self._metadata_refresh_at = None
         self._find_token = self._join_token = self._sync_token = self._hb_token = None
         self._retry_at = None
@@ -1021,6 +1054,7 @@ class GroupMember:
             and active
             and self._owned
             and self.coordinator_id is not None
+            and not lost
         ):
             # KIP-70: unsubscribe commits before clearing the assignment (auto-commit only).
             self._leave_phase = "commit"
@@ -1033,7 +1067,7 @@ class GroupMember:
     def _leave_callbacks(self, now: float, out: Out) -> None:
         self._leave_phase = "callbacks"
         if self._owned:
-            if self._reset_pending or not self._joined:
+            if self._reset_pending or not self._joined or self._leave_lost:
                 self._callbacks(out, lost=self._owned)
             else:
                 self._callbacks(out, revoked=self._owned)
@@ -1059,7 +1093,8 @@ class GroupMember:
                     member_id=self.member_id,
                     generation_id=self.generation_id,
                     group_instance_id=self.config.group_instance_id,
-                    reason="the consumer is closing" if self._leave_close else "unsubscribed",
+                    reason=self._leave_reason
+                    or ("the consumer is closing" if self._leave_close else "unsubscribed"),
                 )
             )
             return
@@ -1068,6 +1103,8 @@ class GroupMember:
     def _finish_leave(self, out: Out) -> None:
         self._leave_phase = ""
         self._leave_token = None
+        self._leave_lost = False
+        self._leave_reason = ""
         self.generation_id = NO_GENERATION
         self.leader_id = ""
         self.member_id = ""  # as Java's resetGenerationOnLeaveGroup, static members included
@@ -1121,7 +1158,7 @@ class GroupMember:
             self._pattern = None
             self._goto(S.UNJOINED)
             return
-        self._start_leave(now, out, close=False)
+        self._start_leave(now, out, close=False, lost=e.lost, reason=e.reason)
 
     def _on_close(self, e: ev.CloseRequested, now: float, out: Out) -> None:
         if self._state is S.CLOSED:
@@ -1131,6 +1168,24 @@ class GroupMember:
             return
         if self._state is S.LEAVING:
             self._leave_close = True
+            return
+        leave_now = (
+            self._state is S.STABLE
+            and self._joined
+            and self.generation_id >= 0
+            and self.coordinator_id is not None
+        )
+        by = e.finish_rebalance_by
+        if (
+            by is not None
+            and now < by
+            and self._owned
+            and not self._reset_pending
+            and not leave_now
+        ):
+            # Better than Java's onLeavePrepare: finish the rebalance first, so the final
+            # commit lands and the partitions are revoked rather than lost.
+            self._close_by = e.finish_rebalance_by
             return
         self._start_leave(now, out, close=True)
 

@@ -71,6 +71,10 @@ def check_readable(out: str, members: int) -> None:
     one(r"The members that stayed gave up only \d+ partitions?; under the eager protocol")
     one(r"kept orders .* through every rebalance, from its first assignment to the end")
     one(r"✓ No partition was ever owned by two members at once")
+    # Records flowed: member-1 kept reading what it kept while member-2 joined, and no record
+    # was processed twice.
+    one(rf"member-1 read [1-9]\d* records? of {PARTS} while the group rebalanced")
+    one(r"Records: \d+ produced, \d+ processed, processed twice: none")
 
 
 def test_demo_on_the_embedded_broker(capsys: pytest.CaptureFixture[str]) -> None:

@@ -132,9 +132,11 @@ def user_event(data: st.DataObject) -> Event:
             pattern=re.compile(data.draw(st.sampled_from(["a|b", ".*", "z"])))
         )
     if kind == 2:
-        return UnsubscribeRequested()
+        return UnsubscribeRequested(lost=data.draw(st.booleans(), label="lost leave"))
     if kind == 3:
-        return CloseRequested()
+        # A close may ask to finish the rebalance first (by an absolute time; 0 is long past).
+        finish_by = data.draw(st.sampled_from([None, None, 0.0, 1e9]), label="finish by")
+        return CloseRequested(finish_rebalance_by=finish_by)
     if kind == 4:
         return MetadataUpdated(data.draw(cluster, label="cluster"))
     return CoordinatorLost()

@@ -1,0 +1,836 @@
+"""``aiogroup.Consumer``: an asyncio Kafka consumer on the cooperative group member.
+
+Membership (join, heartbeats, KIP-429 rebalances, commits) stays in
+:class:`~aiogroup.client.GroupMember`; positions, fetch planning and the prefetch buffer are
+the sans-I/O :class:`~aiogroup.consumer.state.ConsumerState`; the asyncio
+:class:`~aiogroup.consumer.fetcher.Fetcher` moves the bytes. This class composes them, and is
+the one place where the rebalance hooks meet the positions:
+
+- before ``on_partitions_revoked`` runs, fetching of those partitions stops and their buffered
+  records are dropped (KAFKA-14196); with auto-commit, their consumed positions are committed
+  first (KIP-70); the callback can still read and commit their positions;
+- lost partitions are dropped without a commit (someone else may own them already);
+- records are only handed out for partitions the member may act on now
+  (``GroupMember.assignment``: not pending revocation, not after a silent session expiry);
+- ``close()`` during a rebalance finishes it first (bounded by the close timeout), so the final
+  commit lands instead of the partitions being reported lost.
+
+See ``docs/consumer.md`` for usage, options and the migration table from aiokafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal
+
+from aiogroup.assignors.base import PartitionAssignor
+from aiogroup.client.member import GroupMember, MemberClosedError
+from aiogroup.consumer.errors import ConsumerStoppedError, PollIntervalExceededError
+from aiogroup.consumer.fetcher import Fetcher
+from aiogroup.consumer.records import ConsumerRecord, Deserializer
+from aiogroup.consumer.state import ConsumerState, FetchConfig
+from aiogroup.consumer.wire import DataPlane, ListedOffset
+from aiogroup.errors import (
+    AiogroupError,
+    CommitFailedError,
+    ConfigurationError,
+    LocalProtocolError,
+    RebalanceInProgressError,
+)
+from aiogroup.membership.states import MemberState
+from aiogroup.metrics import MetricsSink
+from aiogroup.protocol.types import TopicPartition
+
+__all__ = ["Consumer", "OffsetAndTimestamp"]
+
+log = logging.getLogger("aiogroup.consumer")
+
+Partitions = frozenset[TopicPartition]
+_UNLIMITED = 2**31 - 1
+#: Records handed out between two yields to the event loop when records are buffered.
+_YIELD_EVERY = 256
+
+
+class OffsetAndTimestamp(tuple[int, int]):
+    """``offsets_for_times`` answer: the first offset at or after the timestamp, and its time."""
+
+    __slots__ = ()
+
+    def __new__(cls, offset: int, timestamp: int) -> OffsetAndTimestamp:
+        return tuple.__new__(cls, (offset, timestamp))
+
+    @property
+    def offset(self) -> int:
+        return self[0]
+
+    @property
+    def timestamp(self) -> int:
+        return self[1]
+
+    def __repr__(self) -> str:
+        return f"OffsetAndTimestamp(offset={self[0]}, timestamp={self[1]})"
+
+
+class _Hooks:
+    """The listener the member calls: the consumer's bookkeeping around the user's callbacks."""
+
+    def __init__(self, consumer: Consumer, listener: Any) -> None:
+        self._consumer = consumer
+        self.listener = listener
+
+    async def _user(self, name: str, partitions: Partitions) -> None:
+        listener = self.listener
+        if listener is None:
+            return
+        method = getattr(listener, name, None)
+        if method is None and name == "on_partitions_lost":
+            method = getattr(listener, "on_partitions_revoked", None)
+        if method is None:
+            return
+        result = method(partitions)
+        if inspect.isawaitable(result):
+            await result
+
+    async def on_partitions_revoked(self, partitions: Partitions) -> None:
+        consumer = self._consumer
+        consumer._state.stop(partitions)  # KAFKA-14196: nothing more of them, from now
+        try:
+            if consumer._auto_commit:
+                # Java revokes inside poll(), once the records of the previous poll are
+                # processed; here the application may still be working on its last records
+                # of these partitions: wait until it asks for more (bounded), then commit.
+                await consumer._wait_released(partitions)
+                await consumer._commit_quietly(partitions, "before revoking")
+            await self._user("on_partitions_revoked", partitions)
+        finally:
+            consumer._state.remove(partitions)
+
+    async def on_partitions_lost(self, partitions: Partitions) -> None:
+        consumer = self._consumer
+        consumer._state.stop(partitions)  # never committed: another member may own them
+        try:
+            await self._user("on_partitions_lost", partitions)
+        finally:
+            consumer._state.remove(partitions)
+
+    async def on_partitions_assigned(self, partitions: Partitions) -> None:
+        consumer = self._consumer
+        consumer._state.add(partitions)  # before the callback, so it can seek
+        try:
+            await self._user("on_partitions_assigned", partitions)
+        finally:
+            consumer._fetcher.wake()
+
+
+class Consumer:
+    """An asyncio Kafka consumer in a classic consumer group (KIP-429 cooperative rebalancing).
+
+    ``async with Consumer("host:9092", "group", topics=["orders"]) as consumer:`` then
+    ``async for record in consumer`` or ``await consumer.getmany(timeout_ms=...)``. Method
+    names and meanings follow aiokafka's ``AIOKafkaConsumer`` (where aiokafka's meaning is
+    eager-only, Java's cooperative one applies). Options keep Java's names and defaults;
+    ``assignors`` are protocol names or :class:`PartitionAssignor` instances, most preferred
+    first (default: cooperative-sticky). Extra keyword arguments go to aiokafka's client
+    (``security_protocol``, ``ssl_context``, ``sasl_mechanism``, ...).
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        group_id: str,
+        *,
+        topics: Iterable[str] | None = None,
+        pattern: str | re.Pattern[str] | None = None,
+        listener: Any = None,
+        assignors: Sequence[PartitionAssignor | str] = ("cooperative-sticky",),
+        group_instance_id: str | None = None,
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
+        auto_offset_reset: Literal["earliest", "latest", "none"] = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted",
+        max_poll_interval_ms: int = 300_000,
+        max_poll_records: int | None = None,
+        fetch_max_bytes: int = 52_428_800,
+        max_partition_fetch_bytes: int = 1_048_576,
+        fetch_min_bytes: int = 1,
+        fetch_max_wait_ms: int = 500,
+        check_crcs: bool = True,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 3_000,
+        rebalance_timeout_ms: int | None = None,
+        retry_backoff_ms: int = 100,
+        request_timeout_ms: int = 30_000,
+        metadata_max_age_ms: int = 300_000,
+        close_timeout_s: float = 30.0,
+        client_id: str = "aiogroup",
+        client_rack: str | None = None,
+        telemetry: Any = None,
+        metrics: MetricsSink | None = None,
+        **client_options: Any,
+    ) -> None:
+        if topics is not None and pattern is not None:
+            raise ConfigurationError("give topics or pattern, not both")
+        if isinstance(topics, str):
+            raise ConfigurationError("topics must be a list of names, not one string")
+        if max_poll_records is not None and max_poll_records <= 0:
+            raise ConfigurationError("max_poll_records must be > 0")
+        if auto_commit_interval_ms <= 0 or max_poll_interval_ms <= 0:
+            raise ConfigurationError("auto_commit_interval_ms and max_poll_interval_ms must be > 0")
+        self._state = ConsumerState(
+            FetchConfig(
+                fetch_max_bytes=fetch_max_bytes,
+                max_partition_fetch_bytes=max_partition_fetch_bytes,
+                fetch_min_bytes=fetch_min_bytes,
+                fetch_max_wait_ms=fetch_max_wait_ms,
+                isolation_level=isolation_level,
+                auto_offset_reset=auto_offset_reset,
+                check_crcs=check_crcs,
+                retry_backoff_ms=retry_backoff_ms,
+            )
+        )
+        self.group_id = group_id
+        self._auto_commit = enable_auto_commit
+        self._auto_commit_interval = auto_commit_interval_ms / 1000
+        self._max_poll_interval = max_poll_interval_ms / 1000
+        self._max_poll_records = max_poll_records or _UNLIMITED
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self._request_timeout = request_timeout_ms / 1000
+        self._close_timeout = close_timeout_s
+        self._hooks = _Hooks(self, listener)
+        self._topics: frozenset[str] | None = frozenset(topics) if topics is not None else None
+        self._pattern: str | None = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
+        self._member = GroupMember(
+            bootstrap_servers,
+            group_id,
+            assignors=assignors,
+            listener=self._hooks,
+            group_instance_id=group_instance_id,
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            # Java: the rebalance timeout is the poll interval (a member has that long to
+            # finish its callbacks and rejoin).
+            rebalance_timeout_ms=rebalance_timeout_ms or max_poll_interval_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            close_timeout_s=close_timeout_s,
+            rack_id=client_rack,
+            client_id=client_id,
+            telemetry=telemetry,
+            metrics=metrics,
+            enable_auto_commit=enable_auto_commit,
+            offsets_source=self,
+            **client_options,
+        )
+        self._fetcher = Fetcher(
+            self._state,
+            DataPlane(self._member._transport, client_rack=client_rack),
+            self._lookup_committed,
+            retry_backoff_ms=retry_backoff_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+        )
+        self._started = False
+        self._closed = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._control: asyncio.Task[None] | None = None
+        self._errors: list[AiogroupError] = []
+        self._last_poll = 0.0
+        self._polling = 0
+        self._left_for_poll: str | None = None
+        self._poll_changed: asyncio.Future[None] | None = None
+        #: Partitions whose records the last getmany/getone handed out, with the offset of the
+        #: first of them: the application may still be processing them, so auto-commit commits
+        #: that offset, not the position, until the next call (at-least-once, as Java).
+        self._in_hand: dict[TopicPartition, int] = {}
+        self._released: asyncio.Future[None] | None = None
+        self._unyielded = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> Consumer:
+        """Connect, join the group (if subscribed) and start fetching."""
+        if self._closed:
+            raise ConsumerStoppedError("the consumer was closed")
+        if self._started:
+            return self
+        self._started = True
+        await self._member.start()
+        loop = asyncio.get_running_loop()
+        self._last_poll = loop.time()
+        self._fetcher.start()
+        if self._topics is not None or self._pattern is not None:
+            await self._member.subscribe(self._topics, pattern=self._pattern)
+        self._spawn(self._poll_watchdog(), "aiogroup-poll-watchdog")
+        if self._auto_commit:
+            self._spawn(self._auto_commit_loop(), "aiogroup-auto-commit")
+        return self
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Commit (auto-commit), revoke, leave the group and disconnect.
+
+        A rebalance under way is finished first (within three quarters of ``timeout``,
+        default ``close_timeout_s``), so the final commit lands in a generation the broker
+        accepts; only if it cannot (the membership is gone, or the time is up) are the
+        partitions reported lost. Completes within ``timeout`` plus a few seconds of cleanup.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._release()  # closing: what was handed out is processed
+        limit = self._close_timeout if timeout is None else timeout
+        for task in list(self._tasks):
+            task.cancel()
+        if self._control is not None and not self._control.done():
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(asyncio.shield(self._control), limit / 4)
+        try:
+            await self._fetcher.stop()
+            self._state.stop(self._state.assigned)  # nothing more is read; positions stay
+            await self._member.close(limit, finish_rebalance=True)
+        finally:
+            self._state.clear()
+            if self._tasks:
+                await asyncio.wait(list(self._tasks), timeout=5.0)
+            self._wake_pollers()
+
+    async def stop(self) -> None:
+        """aiokafka's name for :meth:`close`."""
+        await self.close()
+
+    async def __aenter__(self) -> Consumer:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+        if exc is None:
+            self._raise_errors()
+
+    # ------------------------------------------------------------------ records
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        """The next record (``async for record in consumer``); ends when the consumer closes."""
+        try:
+            return await self.getone()
+        except ConsumerStoppedError:
+            raise StopAsyncIteration from None
+
+    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
+        """The next record (of ``partitions`` if given), waiting as long as it takes."""
+        while True:
+            batch = await self._get(partitions, 1, None)
+            for records in batch.values():
+                return records[0]
+
+    async def getmany(
+        self,
+        *partitions: TopicPartition,
+        timeout_ms: int = 0,
+        max_records: int | None = None,
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records by partition (of ``partitions`` if given), waiting up to ``timeout_ms`` for
+        the first; at most ``max_records`` (default ``max_poll_records``, else unlimited)."""
+        if max_records is not None and max_records <= 0:
+            raise ConfigurationError("max_records must be > 0")
+        limit = max_records or self._max_poll_records
+        return await self._get(partitions, limit, max(0, timeout_ms) / 1000)
+
+    async def _get(
+        self,
+        partitions: Sequence[TopicPartition],
+        limit: int,
+        timeout: float | None,
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        self._ensure_open()
+        self._release()  # asking for more: the records handed out before are processed
+        self._raise_errors()
+        loop = asyncio.get_running_loop()
+        self._polling += 1
+        self._last_poll = loop.time()
+        try:
+            if self._unyielded >= _YIELD_EVERY:
+                # The last calls found records buffered, so nothing in them awaited: let the
+                # fetcher, the heartbeats and the sockets run (asyncio is cooperative), or a
+                # busy application starves its own prefetching. Before reading, so a
+                # cancellation here loses nothing.
+                self._unyielded = 0
+                await asyncio.sleep(0)
+            if self._left_for_poll is not None:
+                await self._rejoin()
+            wanted = frozenset(partitions) if partitions else None
+            deadline = None if timeout is None else loop.time() + timeout
+            member = self._member
+            state = self._state
+            while True:
+                records = state.collect(
+                    limit,
+                    loop.time(),
+                    allowed=member.assignment,
+                    partitions=wanted,
+                    key_deserializer=self._key_deserializer,
+                    value_deserializer=self._value_deserializer,
+                )
+                if records:
+                    # Nothing awaits between here and the caller: a cancellation cannot lose
+                    # records whose positions have moved.
+                    if state.freed:  # room in the buffer: the fetcher may fetch again
+                        state.freed = False
+                        self._fetcher.wake()
+                    self._in_hand = {tp: rs[0].offset for tp, rs in records.items()}
+                    self._unyielded += sum(map(len, records.values()))
+                    return records
+                self._raise_errors()
+                remaining = None if deadline is None else deadline - loop.time()
+                if remaining is not None and remaining <= 0:
+                    return {}
+                await self._wait_for_data(remaining)
+                self._ensure_open()
+        finally:
+            self._polling -= 1
+            self._last_poll = loop.time()
+
+    async def _wait_for_data(self, timeout: float | None) -> None:
+        data = self._fetcher.data_waiter()
+        changed: asyncio.Future[Any] = asyncio.ensure_future(self._member.changed())
+        poll = self._poll_waiter()
+        try:
+            await asyncio.wait(
+                {data, changed, poll}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            changed.cancel()
+
+    def _poll_waiter(self) -> asyncio.Future[None]:
+        if self._poll_changed is None or self._poll_changed.done():
+            self._poll_changed = asyncio.get_running_loop().create_future()
+        return self._poll_changed
+
+    def _wake_pollers(self) -> None:
+        waiter, self._poll_changed = self._poll_changed, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # ------------------------------------------------------------------ offsets
+
+    async def commit(self, offsets: Mapping[TopicPartition, Any] | None = None) -> None:
+        """Commit ``offsets`` (``{tp: next offset}``, or ``{tp: (offset, "")}`` as aiokafka
+        accepts), by default the consumed positions of every assigned partition.
+
+        Raises :class:`~aiogroup.errors.RebalanceInProgressError` (retriable: retry once the
+        rebalance completes), :class:`~aiogroup.errors.CommitFailedError` (the member is no
+        longer in the generation; :class:`PollIntervalExceededError` if it left because the
+        application stopped polling).
+        """
+        self._ensure_open()
+        self._raise_errors()
+        if offsets is None:
+            self._release()  # committing what was consumed: it is processed
+            assignment = self._member.assignment
+            to_commit = {tp: o for tp, o in self._state.positions().items() if tp in assignment}
+        else:
+            to_commit = {tp: _offset_of(tp, value) for tp, value in offsets.items()}
+        if not to_commit:
+            return
+        try:
+            await self._member.commit(to_commit)
+        except CommitFailedError as exc:
+            if self._left_for_poll is not None and not isinstance(exc, PollIntervalExceededError):
+                raise PollIntervalExceededError(self._left_for_poll) from exc
+            raise
+        except MemberClosedError as exc:
+            raise ConsumerStoppedError("the consumer is closed") from exc
+        self._state.mark_committed(to_commit)
+
+    async def committed(self, partition: TopicPartition) -> int | None:
+        """The committed offset of ``partition`` (None if nothing is committed)."""
+        self._ensure_open()
+        result = await self._member.committed([partition])
+        return result.get(partition)
+
+    async def _lookup_committed(
+        self, partitions: Sequence[TopicPartition]
+    ) -> Mapping[TopicPartition, int | None]:
+        return await self._member.committed(partitions)
+
+    async def position(self, partition: TopicPartition) -> int:
+        """The offset of the next record to be returned for ``partition`` (waits until the
+        position is known: committed offset or ``auto_offset_reset``)."""
+        self._ensure_open()
+        while True:
+            self._raise_errors()
+            st = self._state.get(partition)
+            if st is None or st.stopped:
+                raise LocalProtocolError(f"{partition} is not assigned to this consumer")
+            if st.error is not None and st.reset == "none":
+                raise st.error
+            position = self._state.position(partition)
+            if position is not None:
+                return position
+            await self._wait_for_data(self._request_timeout)
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Read ``partition`` from ``offset`` on (buffered records are dropped)."""
+        self._checked(partition)
+        self._state.seek(partition, offset)
+        self._in_hand.pop(partition, None)
+        self._fetcher.wake()
+
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> bool:
+        """Read from the first available offset (all assigned partitions if none given);
+        True once every new position is known (bounded by the request timeout)."""
+        return await self._seek_reset(partitions, "earliest")
+
+    async def seek_to_end(self, *partitions: TopicPartition) -> bool:
+        """Read from the end of the log (only records produced from now on)."""
+        return await self._seek_reset(partitions, "latest")
+
+    async def seek_to_committed(self, *partitions: TopicPartition) -> bool:
+        """Read from the committed offsets again."""
+        return await self._seek_reset(partitions, "committed")
+
+    async def _seek_reset(
+        self, partitions: Sequence[TopicPartition], how: Literal["earliest", "latest", "committed"]
+    ) -> bool:
+        self._ensure_open()
+        targets = list(partitions) or sorted(self._member.assignment)
+        for tp in targets:
+            self._checked(tp)
+        for tp in targets:
+            self._state.request_reset(tp, how)
+            self._in_hand.pop(tp, None)
+        self._fetcher.wake()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._request_timeout
+        while True:
+            if all(self._state.position(tp) is not None for tp in targets):
+                return True
+            if any(self._state.get(tp) is None for tp in targets):
+                return False  # revoked meanwhile
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            await self._wait_for_data(remaining)
+
+    def _checked(self, partition: TopicPartition) -> TopicPartition:
+        if not isinstance(partition, tuple) or len(partition) != 2:
+            raise TypeError("partitions must be TopicPartition instances")
+        st = self._state.get(partition)
+        if st is None or st.stopped:
+            raise LocalProtocolError(f"{partition} is not assigned to this consumer")
+        return partition
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The high watermark last seen in a Fetch answer for ``partition``."""
+        st = self._state.get(partition)
+        return None if st is None else st.high_watermark
+
+    def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        """The last stable offset last seen for ``partition`` (read_committed reads up to it)."""
+        st = self._state.get(partition)
+        return None if st is None else st.last_stable_offset
+
+    def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
+        """When (loop time, ms) a Fetch answer for ``partition`` last arrived."""
+        st = self._state.get(partition)
+        return None if st is None or st.last_fetch is None else int(st.last_fetch * 1000)
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the first offset whose timestamp is at or after the given one
+        (ms since the epoch), with that record's timestamp; None if there is none."""
+        for tp, ts in timestamps.items():
+            if ts < 0:
+                raise ConfigurationError(f"timestamp for {tp} must be >= 0, not {ts}")
+        listed = await self._list_offsets({tp: int(ts) for tp, ts in timestamps.items()})
+        return {
+            tp: None if o.offset < 0 else OffsetAndTimestamp(o.offset, o.timestamp)
+            for tp, o in listed.items()
+        }
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """The first offset of each partition (does not move positions)."""
+        listed = await self._list_offsets({tp: -2 for tp in partitions})
+        return {tp: o.offset for tp, o in listed.items()}
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The offset after the last record of each partition (the high watermark; the last
+        stable offset under read_committed)."""
+        listed = await self._list_offsets({tp: -1 for tp in partitions})
+        return {tp: o.offset for tp, o in listed.items()}
+
+    async def _list_offsets(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, ListedOffset]:
+        self._ensure_open()
+        plane = self._fetcher._plane
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._request_timeout
+        pending = dict(timestamps)
+        result: dict[TopicPartition, ListedOffset] = {}
+        isolation = 1 if self._state.config.read_committed else 0
+        while pending:
+            view = await asyncio.wait_for(
+                plane.metadata({tp.topic for tp in pending}), self._request_timeout
+            )
+            by_node: dict[int, dict[TopicPartition, int]] = {}
+            for tp, ts in pending.items():
+                leader = view.leaders.get(tp)
+                if leader is not None:
+                    by_node.setdefault(leader[0], {})[tp] = ts
+            for node, part in by_node.items():
+                offsets, errors = await plane.list_offsets(node, part, isolation_level=isolation)
+                result.update(offsets)
+                for tp in offsets:
+                    pending.pop(tp, None)
+                for tp, code in errors.items():
+                    if code not in (3, 5, 6, 74, 75, 78):
+                        raise _list_error(tp, code)
+            if pending:
+                if loop.time() >= deadline:
+                    raise TimeoutError(f"no offsets for {sorted(pending)} in time")
+                await asyncio.sleep(self._state.config.retry_backoff_ms / 1000)  # backoff
+        return result
+
+    # ------------------------------------------------------------------ flow control
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching and returning records of ``partitions`` (buffered ones are kept)."""
+        for tp in partitions:
+            self._checked(tp)
+        self._state.pause(partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._state.resume(partitions)
+        self._fetcher.wake()
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self._state.paused())
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions this consumer may read now (not those being revoked, KAFKA-14196)."""
+        return set(self._member.assignment)
+
+    # ------------------------------------------------------------------ subscription
+
+    def subscribe(
+        self,
+        topics: Iterable[str] = (),
+        pattern: str | None = None,
+        listener: Any = None,
+    ) -> None:
+        """Subscribe to ``topics`` or ``pattern`` (KIP-70: the next rebalance revokes what is
+        no longer wanted). Takes effect in the background; errors surface from the next
+        ``getmany``/``getone``. ``listener`` replaces the rebalance listener. May be called
+        before :meth:`start`."""
+        if self._closed:
+            raise ConsumerStoppedError("the consumer is closed")
+        topic_list = [topics] if isinstance(topics, str) else list(topics)
+        if bool(topic_list) == (pattern is not None):
+            raise ConfigurationError("subscribe needs topics or pattern (exactly one)")
+        if listener is not None:
+            self._hooks.listener = listener
+        self._topics = frozenset(topic_list) if topic_list else None
+        self._pattern = pattern
+        if not self._started:
+            return  # start() subscribes
+        topics_now, pattern_now = self._topics, self._pattern
+        self._run_control(lambda: self._member.subscribe(topics_now, pattern=pattern_now))
+
+    def subscription(self) -> frozenset[str]:
+        """The topics subscribed to (a pattern: the topics it matches now)."""
+        return self._member.subscription
+
+    def unsubscribe(self) -> None:
+        """Commit (auto-commit), revoke everything and leave the group (KIP-70)."""
+        self._ensure_open()
+        self._topics = None
+        self._pattern = None
+        if self._started:
+            self._run_control(self._member.unsubscribe)
+
+    def _run_control(self, call: Any) -> None:
+        previous = self._control
+
+        async def run() -> None:
+            if previous is not None:
+                with contextlib.suppress(Exception):
+                    await previous
+            try:
+                await call()
+            except AiogroupError as exc:
+                self._errors.append(exc)
+                self._wake_pollers()
+
+        self._control = asyncio.ensure_future(run())
+
+    # ------------------------------------------------------------------ groups, topics
+
+    @property
+    def member(self) -> GroupMember:
+        """The group member underneath (generation, member id, rebalance outcomes)."""
+        return self._member
+
+    async def topics(self) -> set[str]:
+        """Every topic the cluster has."""
+        self._ensure_open()
+        return set(await self._member._transport.partitions_per_topic(None))
+
+    async def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """The partitions of ``topic`` (None if it does not exist)."""
+        self._ensure_open()
+        counts = await self._member._transport.partitions_per_topic([topic])
+        return None if topic not in counts else set(range(counts[topic]))
+
+    # ------------------------------------------------------------------ the offsets source
+
+    def offsets_to_commit(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Processed positions not committed yet (the member's auto-commit asks)."""
+        return self._state.offsets_to_commit(partitions, in_hand=self._in_hand)
+
+    def offsets_committed(self, offsets: Mapping[TopicPartition, int]) -> None:
+        self._state.mark_committed(offsets)
+
+    async def _commit_quietly(self, partitions: Iterable[TopicPartition], why: str) -> None:
+        """Auto-commit the processed positions of ``partitions``; failures are logged."""
+        offsets = self._state.offsets_to_commit(partitions, in_hand=self._in_hand)
+        if not offsets:
+            return
+        try:
+            await self._member.commit(offsets)
+        except asyncio.CancelledError:
+            raise
+        except AiogroupError as exc:
+            log.warning("auto-commit %s failed: %s", why, exc)
+            return
+        self._state.mark_committed(offsets)
+
+    def _release(self) -> None:
+        """The application came back: the records handed out before are processed."""
+        self._in_hand = {}
+        released, self._released = self._released, None
+        if released is not None and not released.done():
+            released.set_result(None)
+
+    async def _wait_released(self, partitions: Iterable[TopicPartition]) -> None:
+        """Wait (at most ``max_poll_interval_ms``) until the application is done with the
+        records of ``partitions`` it was handed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._max_poll_interval
+        wanted = set(partitions)
+        while wanted & self._in_hand.keys() and not self._closed:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                log.warning(
+                    "the application kept records of %s past max_poll_interval_ms; "
+                    "committing before them",
+                    sorted(wanted & self._in_hand.keys()),
+                )
+                return
+            if self._released is None or self._released.done():
+                self._released = loop.create_future()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._released), remaining)
+
+    # ------------------------------------------------------------------ background
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _auto_commit_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_at = loop.time() + self._auto_commit_interval
+        while not self._closed:
+            await asyncio.sleep(max(0.0, next_at - loop.time()))  # a periodic timer
+            next_at = loop.time() + self._auto_commit_interval
+            if self._member.state is not MemberState.STABLE:
+                continue  # the rebalance commits before it revokes; try again next interval
+            assignment = self._member.assignment
+            if assignment:
+                with contextlib.suppress(RebalanceInProgressError):
+                    await self._commit_quietly(assignment, "on its interval")
+
+    async def _poll_watchdog(self) -> None:
+        """KIP-62: leave the group when the application stops asking for records."""
+        loop = asyncio.get_running_loop()
+        while not self._closed:
+            due = self._last_poll + self._max_poll_interval
+            now = loop.time()
+            if now < due or self._polling:
+                await asyncio.sleep(max(due - now, self._max_poll_interval / 10))  # a timer
+                continue
+            if self._left_for_poll is None and (
+                self._topics is not None or self._pattern is not None
+            ):
+                reason = (
+                    f"the application did not ask for records for {self._max_poll_interval:g} s "
+                    f"(max_poll_interval_ms); the member left the group and its partitions were "
+                    f"reported lost; the next getmany()/getone() rejoins"
+                )
+                log.warning("consumer of group %s: %s", self.group_id, reason)
+                self._left_for_poll = reason
+                try:
+                    await self._member.leave_group("consumer poll timeout has expired")
+                except AiogroupError as exc:
+                    log.info("leaving after the poll timeout failed: %s", exc)
+            await asyncio.sleep(self._max_poll_interval / 10)  # wait for the next poll
+
+    async def _rejoin(self) -> None:
+        """The next poll after a poll-timeout leave: subscribe again."""
+        self._left_for_poll = None
+        if self._topics is not None:
+            await self._member.subscribe(self._topics)
+        elif self._pattern is not None:
+            await self._member.subscribe(pattern=self._pattern)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise ConsumerStoppedError("the consumer is closed")
+        if not self._started:
+            raise ConsumerStoppedError("the consumer is not started (await start() first)")
+
+    def _raise_errors(self) -> None:
+        if self._errors:
+            first, self._errors = self._errors[0], []
+            raise first
+        self._member.raise_errors()
+
+
+def _offset_of(tp: TopicPartition, value: Any) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], int):
+        if value[1]:
+            raise ConfigurationError(
+                f"commit metadata is not supported ({tp}: {value[1]!r}); commit plain offsets"
+            )
+        return value[0]
+    raise ConfigurationError(f"commit offset for {tp} must be an int, not {value!r}")
+
+
+def _list_error(tp: TopicPartition, code: int) -> AiogroupError:
+    from aiogroup.errors import error_for_code
+
+    return error_for_code(code, f"ListOffsets for {tp} failed with error {code}")

@@ -1,0 +1,416 @@
+"""Records: one partition's fetched bytes turned into :class:`ConsumerRecord` values (sans-I/O).
+
+Batches are decoded by aiokafka's C-accelerated record reader (``aiokafka.record``: record
+batches v0-v2, gzip/snappy/lz4/zstd, CRC-32C); this module adds what a consumer needs around it:
+
+- **lazily, batch by batch**: a :class:`PartitionRecords` holds the raw bytes of one partition
+  from one Fetch response and decodes a batch only when the application asks for records, so
+  the prefetch buffer holds compact bytes, not Python objects;
+- **positions**: records before the fetch position are skipped (a compressed batch starts
+  before it); after a batch, the position moves to the batch's next offset even if its last
+  records were compacted away, so a compacted or control-only tail is never fetched twice;
+- **transactions** (KIP-98): control batches are never returned; under ``read_committed`` the
+  batches of aborted transactions are skipped, using the response's aborted-transaction list
+  (a producer's batches are aborted from its ``first_offset`` until its ABORT marker). The
+  broker stops a ``read_committed`` fetch at the last stable offset itself;
+- **bad input** raises :class:`~aiogroup.consumer.errors.CorruptRecordError` naming the
+  partition and the offset: a CRC mismatch, a first batch cut short (KIP-74 brokers always
+  send at least one whole batch, so that is a truncated response, not a large record), or
+  anything the decoder refuses. A deserializer that raises gives
+  :class:`~aiogroup.consumer.errors.RecordDeserializationError` at that record's offset. In
+  both cases the records before it are returned and the position stays at the bad offset.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, islice
+from typing import Any, NamedTuple
+
+from aiokafka import codec as _codec
+from aiokafka.record.memory_records import MemoryRecords
+
+from aiogroup.consumer.errors import (
+    CorruptRecordError,
+    RecordDeserializationError,
+    UnsupportedCodecError,
+)
+from aiogroup.protocol.types import TopicPartition
+
+__all__ = [
+    "ConsumerRecord",
+    "Deserializer",
+    "PartitionRecords",
+    "next_fetch_offset",
+]
+
+#: Called with the raw key or value (``None`` for a null one, as aiokafka does).
+Deserializer = Callable[[Any], Any]
+
+_HEADER = struct.Struct(">qi")  # baseOffset / offset, batchLength / message size
+_LAST_DELTA = struct.Struct(">i")
+_CONTROL_KEY = struct.Struct(">hh")  # version, type (0 = ABORT, 1 = COMMIT)
+_LOG_OVERHEAD = 12
+_MAGIC_AT = 16
+_ABORT = 0
+
+_new = tuple.__new__
+
+#: Codecs by attribute value (the low three bits), and whether this installation has them.
+_CODECS = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+_MISSING_CODECS = {
+    code: name
+    for code, name in _CODECS.items()
+    if not getattr(_codec, f"has_{name}", lambda: False)()
+}
+
+
+def _is_v2(batch: Any) -> bool:
+    return type(batch).__name__ == "DefaultRecordBatch"
+
+
+class ConsumerRecord(NamedTuple):
+    """One record, with aiokafka's field names (``checksum`` is always None for v2 batches)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    #: 0: CreateTime, 1: LogAppendTime.
+    timestamp_type: int
+    key: Any
+    value: Any
+    checksum: int | None
+    serialized_key_size: int
+    serialized_value_size: int
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+def next_fetch_offset(data: bytes | memoryview) -> int | None:
+    """The offset after the last complete batch in ``data`` (``None``: no complete batch).
+
+    Reads only batch headers (no decoding): a v2 batch ends at ``baseOffset +
+    lastOffsetDelta + 1``; a legacy (v0/v1) entry carries its last offset. A trailing partial
+    batch (a Fetch response may cut the last one) is ignored.
+    """
+    end = len(data)
+    pos = 0
+    result: int | None = None
+    unpack_header = _HEADER.unpack_from
+    unpack_delta = _LAST_DELTA.unpack_from
+    while end - pos >= _LOG_OVERHEAD + 5:
+        base, length = unpack_header(data, pos)
+        size = _LOG_OVERHEAD + length
+        if length <= 0 or pos + size > end:
+            break
+        if data[pos + _MAGIC_AT] >= 2:
+            if length < 27:  # shorter than the v2 header up to lastOffsetDelta
+                break
+            (delta,) = unpack_delta(data, pos + 23)
+            result = base + delta + 1
+        else:
+            result = base + 1
+        pos += size
+    return result
+
+
+class PartitionRecords:
+    """One partition's records from one Fetch response (Java's ``CompletedFetch``).
+
+    ``position`` is where the application stands in this data: the next offset it has not
+    been given. :meth:`drain` returns up to ``max_records`` records and moves it.
+    """
+
+    __slots__ = (
+        "_abort_index",
+        "_aborted",
+        "_aborted_producers",
+        "_batches",
+        "_check_crcs",
+        "_held",
+        "_iter",
+        "_pending_end",
+        "_read_any",
+        "_read_committed",
+        "_ts_type",
+        "exhausted",
+        "fetch_offset",
+        "position",
+        "size",
+        "tp",
+    )
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        data: bytes,
+        fetch_offset: int,
+        *,
+        aborted_transactions: Sequence[tuple[int, int]] | None = None,
+        read_committed: bool = False,
+        check_crcs: bool = True,
+    ) -> None:
+        self.tp = tp
+        self.size = len(data)
+        self.fetch_offset = fetch_offset
+        self.position = fetch_offset
+        self.exhausted = False
+        self._batches: Any = MemoryRecords(data)
+        # The batch being read: its record iterator (records are decoded one at a time, so
+        # none outlives its conversion) and a record taken from it but not returned yet.
+        self._iter: Iterator[Any] | None = None
+        self._held: Any = None
+        self._ts_type = 0
+        self._pending_end = fetch_offset
+        self._read_any = False
+        self._check_crcs = check_crcs
+        self._read_committed = read_committed
+        self._aborted = sorted(aborted_transactions or (), key=lambda a: a[1])
+        self._abort_index = 0
+        self._aborted_producers: set[int] = set()
+
+    def drain(
+        self,
+        out: list[ConsumerRecord],
+        max_records: int,
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
+    ) -> None:
+        """Append up to ``max_records`` records to ``out``, moving :attr:`position`.
+
+        Raises :class:`CorruptRecordError` or :class:`RecordDeserializationError` after
+        appending the records before the bad one; :attr:`position` is then the bad offset.
+        """
+        limit = len(out) + max_records
+        while len(out) < limit:
+            if self._iter is None:
+                if not self._next_batch():
+                    return
+                continue
+            if key_deserializer is None and value_deserializer is None and self._ts_type >= 0:
+                ended = self._convert(out, limit - len(out))
+            else:
+                ended = self._convert_deserialized(
+                    out, limit - len(out), key_deserializer, value_deserializer
+                )
+            if ended:
+                # The batch is done: step over what compaction removed from its end.
+                self._iter = None
+                if self._pending_end > self.position:
+                    self.position = self._pending_end
+
+    @property
+    def has_pending(self) -> bool:
+        """A batch is being read (records of it may remain)."""
+        return self._iter is not None
+
+    # -- batches --------------------------------------------------------------------------
+
+    def _corrupt(self, message: str, offset: int) -> CorruptRecordError:
+        self.exhausted = True
+        return CorruptRecordError(message, partition=self.tp, offset=offset)
+
+    def _next_batch(self) -> bool:
+        """Load the next batch that has records for the application; False at the end."""
+        while True:
+            try:
+                batch = self._batches.next_batch()
+            except Exception as exc:  # aiokafka raises its own and builtin errors
+                raise self._corrupt(f"undecodable record batch: {exc!r}", self.position) from exc
+            if batch is None:
+                if not self._read_any and self.size > 0:
+                    raise self._corrupt(
+                        f"truncated fetch response: {self.size} bytes hold no complete batch",
+                        self.position,
+                    )
+                self.exhausted = True
+                return False
+            self._read_any = True
+            try:
+                next_offset = int(batch.next_offset)
+                if self._check_crcs and not batch.validate_crc():
+                    raise self._corrupt("record batch CRC mismatch", self.position)
+            except CorruptRecordError:
+                raise
+            except Exception as exc:
+                raise self._corrupt(f"undecodable record batch: {exc!r}", self.position) from exc
+            if next_offset <= self.position:
+                continue  # wholly before the position (the fetch started inside a batch)
+            control = bool(batch.is_control_batch)
+            if (
+                self._read_committed
+                and batch.producer_id is not None
+                and self._skip_aborted(batch, control)
+            ):
+                self.position = next_offset
+                continue
+            if control:
+                self.position = next_offset
+                continue
+            if _MISSING_CODECS:
+                missing = _MISSING_CODECS.get(int(getattr(batch, "compression_type", 0)))
+                if missing is not None:
+                    self.exhausted = True
+                    raise UnsupportedCodecError(
+                        f"a {missing} record batch needs cramjam "
+                        f"(pip install 'aiogroup[compression]')",
+                        partition=self.tp,
+                        offset=self.position,
+                    )
+            held = None
+            try:
+                # iter() sets the batch up (decompression) and returns the batch itself, which
+                # refuses a second iter(): wrap its __next__ in a C-level iterator that islice
+                # may call iter() on.
+                iterator: Iterator[Any] = iter(iter(batch).__next__, None)
+                v2 = _is_v2(batch)
+                if not v2 or batch.base_offset < self.position:
+                    # A compressed batch comes whole even when the fetch starts inside it.
+                    for record in iterator:
+                        if record.offset >= self.position:
+                            held = record
+                            break
+                else:
+                    held = next(iterator, None)
+            except Exception as exc:
+                raise self._corrupt(f"undecodable records: {exc!r}", self.position) from exc
+            self._pending_end = next_offset
+            if held is None:
+                self.position = next_offset
+                continue
+            self._iter = iterator
+            self._held = held
+            # v2 batches carry the timestamp type once for all their records.
+            self._ts_type = int(batch.timestamp_type) if v2 else -1
+            return True
+
+    def _skip_aborted(self, batch: Any, control: bool) -> bool:
+        """KIP-98 read_committed: is this batch part of an aborted transaction?"""
+        base = batch.base_offset
+        aborted = self._aborted
+        while self._abort_index < len(aborted) and aborted[self._abort_index][1] <= base:
+            self._aborted_producers.add(aborted[self._abort_index][0])
+            self._abort_index += 1
+        producer_id = batch.producer_id
+        if control:
+            if self._is_abort_marker(batch):
+                # Kafka may send an ABORT marker for a producer with no aborted batches here.
+                self._aborted_producers.discard(producer_id)
+            return False
+        return bool(batch.is_transactional) and producer_id in self._aborted_producers
+
+    def _is_abort_marker(self, batch: Any) -> bool:
+        try:
+            records = list(batch)
+            key = records[0].key if records else None
+            if key is None or len(key) < _CONTROL_KEY.size:
+                raise ValueError(f"control record key {key!r}")
+            _version, kind = _CONTROL_KEY.unpack_from(key)
+        except Exception as exc:
+            raise self._corrupt(f"malformed control batch: {exc!r}", self.position) from exc
+        return bool(kind == _ABORT)
+
+    # -- records --------------------------------------------------------------------------
+
+    def _convert(self, out: list[ConsumerRecord], count: int) -> bool:
+        """Append up to ``count`` records of the current batch; True if it ended."""
+        iterator = self._iter
+        assert iterator is not None
+        topic, partition = self.tp
+        append = out.append
+        cls = ConsumerRecord
+        first = len(out)
+        held, self._held = self._held, None
+        records: Iterable[Any] = (
+            islice(iterator, count) if held is None else chain((held,), islice(iterator, count - 1))
+        )
+        ts_type = self._ts_type
+        try:
+            for r in records:
+                k = r.key
+                v = r.value
+                h = r.headers
+                append(
+                    _new(
+                        cls,
+                        (
+                            topic,
+                            partition,
+                            r.offset,
+                            r.timestamp,
+                            ts_type,
+                            k,
+                            v,
+                            None,
+                            -1 if k is None else len(k),
+                            -1 if v is None else len(v),
+                            tuple(h) if h else (),
+                        ),
+                    )
+                )
+        except Exception as exc:  # the reader refused a record inside the batch
+            if len(out) > first:
+                self.position = out[-1].offset + 1
+            raise self._corrupt(f"undecodable records: {exc!r}", self.position) from exc
+        got = len(out) - first
+        if got:
+            self.position = out[-1].offset + 1
+        return got < count
+
+    def _convert_deserialized(
+        self,
+        out: list[ConsumerRecord],
+        count: int,
+        key_deserializer: Deserializer | None,
+        value_deserializer: Deserializer | None,
+    ) -> bool:
+        iterator = self._iter
+        assert iterator is not None
+        topic, partition = self.tp
+        append = out.append
+        cls = ConsumerRecord
+        got = 0
+        while got < count:
+            r = self._held
+            if r is not None:
+                self._held = None
+            else:
+                try:
+                    r = next(iterator, None)
+                except Exception as exc:
+                    raise self._corrupt(f"undecodable records: {exc!r}", self.position) from exc
+                if r is None:
+                    return True
+            k = r.key
+            v = r.value
+            try:
+                key = k if key_deserializer is None else key_deserializer(k)
+                value = v if value_deserializer is None else value_deserializer(v)
+            except Exception as exc:
+                self._held = r  # not advanced past it: the next drain raises again
+                self.position = r.offset
+                raise RecordDeserializationError(
+                    f"deserializer raised {exc!r}", partition=self.tp, offset=r.offset
+                ) from exc
+            append(
+                _new(
+                    cls,
+                    (
+                        topic,
+                        partition,
+                        r.offset,
+                        r.timestamp,
+                        r.timestamp_type if self._ts_type < 0 else self._ts_type,
+                        key,
+                        value,
+                        None,
+                        -1 if k is None else len(k),
+                        -1 if v is None else len(v),
+                        tuple(r.headers),
+                    ),
+                )
+            )
+            self.position = r.offset + 1
+            got += 1
+        return False

@@ -1,0 +1,799 @@
+"""The consumer's sans-I/O core: positions, fetch planning and the prefetch buffer.
+
+No asyncio, no sockets, no clock: every call that needs the time takes ``now`` (seconds, any
+monotonic origin). The asyncio driver (:mod:`aiogroup.consumer.fetcher`) asks this core what to
+do and feeds back what happened; the :class:`~aiogroup.consumer.Consumer` asks it for records.
+It plays the parts of Java's ``SubscriptionState`` (positions, pause flags), ``AbstractFetch``
+(which partitions to fetch from which leader now), ``FetchBuffer`` (completed fetches,
+bounded) and ``FetchCollector`` (records out, positions moved).
+
+Per partition (:class:`PartitionState`):
+
+- ``position``: the next offset the application has not been given (what ``commit()``
+  commits); ``fetch_offset``: the next offset to fetch, ahead of ``position`` by whatever is
+  buffered (pipelined prefetch);
+- ``reset``: how to find a position when there is none: the committed offset, then
+  ``auto_offset_reset`` (``earliest``/``latest``), or ``none`` (an error for the application);
+- ``paused`` (not fetched, buffered records kept, not returned) and ``stopped`` (being revoked
+  or lost: not fetched, nothing returned, buffer dropped; KAFKA-14196);
+- ``version``: bumped by every seek/reset/stop, so a Fetch answer that was in flight across
+  one is dropped instead of moving the position back.
+
+Fetch planning: one request per leader at a time (its KIP-227 session needs answers in order);
+a partition is fetched when it has a position, is neither paused nor stopped, has fewer than two
+responses buffered (one being read, one prefetched), and the whole buffer is below
+``fetch_max_bytes``. The buffer therefore stays under about ``fetch_max_bytes`` plus one
+response per broker, however long the application stops reading.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from aiogroup.consumer.errors import (
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+    RecordDeserializationError,
+    RecordError,
+    TopicAuthorizationFailedError,
+)
+from aiogroup.consumer.fetch_session import FetchSession, PartitionFetch, SessionRequest
+from aiogroup.consumer.records import (
+    ConsumerRecord,
+    Deserializer,
+    PartitionRecords,
+    next_fetch_offset,
+)
+from aiogroup.errors import AiogroupError, ConfigurationError, LocalProtocolError, error_for_code
+from aiogroup.protocol.types import TopicPartition
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "ConsumerState",
+    "FetchConfig",
+    "FetchPlan",
+    "FetchedPartition",
+    "FetchedResponse",
+    "PartitionState",
+]
+
+log = logging.getLogger("aiogroup.consumer")
+
+#: ListOffsets timestamps (Kafka's ``ListOffsetsRequest.EARLIEST_TIMESTAMP`` / ``LATEST``).
+EARLIEST = -2
+LATEST = -1
+
+ResetPolicy = Literal["earliest", "latest", "none"]
+#: Reads of fewer records than this stay on the partition being read.
+_STICKY_BELOW = 64
+_Reset = Literal["committed", "earliest", "latest", "none"] | int
+
+# Partition errors that mean "ask the metadata who leads this partition now".
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+REPLICA_NOT_AVAILABLE = 9
+KAFKA_STORAGE_ERROR = 56
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+OFFSET_NOT_AVAILABLE = 78
+UNKNOWN_TOPIC_ID = 100
+OFFSET_OUT_OF_RANGE = 1
+TOPIC_AUTHORIZATION_FAILED = 29
+LEADER_ERRORS = frozenset(
+    {
+        UNKNOWN_TOPIC_OR_PARTITION,
+        LEADER_NOT_AVAILABLE,
+        NOT_LEADER_OR_FOLLOWER,
+        REPLICA_NOT_AVAILABLE,
+        KAFKA_STORAGE_ERROR,
+        FENCED_LEADER_EPOCH,
+        UNKNOWN_LEADER_EPOCH,
+        OFFSET_NOT_AVAILABLE,
+        UNKNOWN_TOPIC_ID,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchConfig:
+    """Fetch settings, with Java's names and defaults (milliseconds and bytes)."""
+
+    fetch_max_bytes: int = 52_428_800
+    max_partition_fetch_bytes: int = 1_048_576
+    fetch_min_bytes: int = 1
+    fetch_max_wait_ms: int = 500
+    isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted"
+    auto_offset_reset: ResetPolicy = "latest"
+    check_crcs: bool = True
+    retry_backoff_ms: int = 100
+    #: Responses a partition may have buffered before it is fetched again (one being read, one
+    #: prefetched).
+    max_buffered_responses: int = 2
+
+    def __post_init__(self) -> None:
+        if self.fetch_max_bytes <= 0 or self.max_partition_fetch_bytes <= 0:
+            raise ConfigurationError("fetch_max_bytes and max_partition_fetch_bytes must be > 0")
+        if self.fetch_min_bytes < 0 or self.fetch_max_wait_ms < 0:
+            raise ConfigurationError("fetch_min_bytes and fetch_max_wait_ms must be >= 0")
+        if self.isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ConfigurationError(
+                f"isolation_level must be 'read_uncommitted' or 'read_committed', "
+                f"not {self.isolation_level!r}"
+            )
+        if self.auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ConfigurationError(
+                f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
+                f"not {self.auto_offset_reset!r}"
+            )
+        if self.max_buffered_responses < 1:
+            raise ConfigurationError("max_buffered_responses must be >= 1")
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
+
+
+@dataclass(slots=True)
+class PartitionState:
+    tp: TopicPartition
+    position: int | None = None
+    fetch_offset: int | None = None
+    #: How to get a position: "committed" / "earliest" / "latest" / a timestamp / "none"
+    #: (the policy says raise), or None (the position is valid).
+    reset: _Reset | None = "committed"
+    lookup_in_flight: bool = False
+    paused: bool = False
+    stopped: bool = False
+    version: int = 0
+    buffer: deque[PartitionRecords] = field(default_factory=deque)
+    buffered: int = 0
+    #: A fetch including this partition is in flight to this node.
+    fetching: int | None = None
+    #: The buffer holds a response that ends in an error: fetch nothing until it is read.
+    blocked: bool = False
+    retry_at: float | None = None
+    error: AiogroupError | None = None
+    committed: int | None = None
+    high_watermark: int | None = None
+    last_stable_offset: int | None = None
+    log_start_offset: int | None = None
+    #: When a Fetch answer for this partition last arrived (``now`` of the driver).
+    last_fetch: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPlan:
+    """One Fetch request to send to ``node_id`` (the driver encodes it)."""
+
+    node_id: int
+    session: SessionRequest
+    versions: Mapping[TopicPartition, int]
+    max_bytes: int
+    min_bytes: int
+    max_wait_ms: int
+    isolation_level: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    """One partition of a Fetch response, as the driver decoded it."""
+
+    tp: TopicPartition
+    error_code: int
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    aborted_transactions: Sequence[tuple[int, int]] | None = None
+    records: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedResponse:
+    """A Fetch response: top-level ``error_code`` and ``session_id`` (0 before v7)."""
+
+    error_code: int
+    session_id: int
+    partitions: Sequence[FetchedPartition]
+
+
+class ConsumerState:
+    """Positions, leaders, fetch sessions and the buffer of one consumer (sans-I/O)."""
+
+    def __init__(self, config: FetchConfig | None = None) -> None:
+        self.config = config or FetchConfig()
+        self._partitions: dict[TopicPartition, PartitionState] = {}
+        self._leaders: dict[TopicPartition, tuple[int, int]] = {}
+        self._sessions: dict[int, FetchSession] = {}
+        self._in_flight: dict[int, FetchPlan] = {}
+        self._node_retry: dict[int, float] = {}
+        self._rotation = 0
+        self._collect_rotation = 0
+        self._current: PartitionState | None = None
+        self._deferred: tuple[TopicPartition, int, AiogroupError] | None = None
+        self.buffered_bytes = 0
+        #: Leaders are unknown for some partition (or a broker said they moved).
+        self.metadata_needed = False
+        #: A buffered response was read to its end since the driver last looked: something
+        #: may be fetchable again (the driver clears it).
+        self.freed = False
+
+    # -- queries ----------------------------------------------------------------------------
+
+    @property
+    def assigned(self) -> frozenset[TopicPartition]:
+        return frozenset(self._partitions)
+
+    def get(self, tp: TopicPartition) -> PartitionState | None:
+        return self._partitions.get(tp)
+
+    def position(self, tp: TopicPartition) -> int | None:
+        st = self._partitions.get(tp)
+        return None if st is None or st.reset is not None else st.position
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """Every valid position (partitions being stopped included: they may still commit)."""
+        return {
+            tp: st.position
+            for tp, st in self._partitions.items()
+            if st.position is not None and st.reset is None
+        }
+
+    def offsets_to_commit(
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        in_hand: Mapping[TopicPartition, int] | None = None,
+    ) -> dict[TopicPartition, int]:
+        """Positions to commit that differ from the last offset known to be committed.
+
+        ``in_hand``: partitions whose last records the application may still be processing,
+        with the offset of the first of them; that offset is committed instead of the position
+        (at-least-once, as Java commits only what earlier polls returned).
+        """
+        states = (
+            self._partitions.values()
+            if partitions is None
+            else [s for tp in partitions if (s := self._partitions.get(tp)) is not None]
+        )
+        held = in_hand or {}
+        out: dict[TopicPartition, int] = {}
+        for st in states:
+            if st.position is None or st.reset is not None:
+                continue
+            offset = held.get(st.tp, st.position)
+            if offset != st.committed:
+                out[st.tp] = offset
+        return out
+
+    def mark_committed(self, offsets: Mapping[TopicPartition, int]) -> None:
+        for tp, offset in offsets.items():
+            st = self._partitions.get(tp)
+            if st is not None:
+                st.committed = offset
+
+    def leader(self, tp: TopicPartition) -> tuple[int, int] | None:
+        """``(node_id, leader_epoch)`` of ``tp`` as last known."""
+        return self._leaders.get(tp)
+
+    @property
+    def topics(self) -> frozenset[str]:
+        return frozenset(tp.topic for tp in self._partitions)
+
+    def paused(self) -> frozenset[TopicPartition]:
+        return frozenset(tp for tp, st in self._partitions.items() if st.paused)
+
+    def next_deadline(self) -> float | None:
+        """The earliest backoff that ends (the driver plans again then)."""
+        times = [st.retry_at for st in self._partitions.values() if st.retry_at is not None]
+        times.extend(self._node_retry.values())
+        return min(times) if times else None
+
+    def has_records(self, allowed: Collection[TopicPartition] | None = None) -> bool:
+        """Anything the application could be given now (records or an error to raise)."""
+        if self._deferred is not None:
+            return True
+        for st in self._partitions.values():
+            if st.stopped or st.paused or (allowed is not None and st.tp not in allowed):
+                continue
+            if st.buffer or st.error is not None:
+                return True
+        return False
+
+    # -- assignment -------------------------------------------------------------------------
+
+    def add(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Start tracking ``partitions`` (position: the committed offset, looked up)."""
+        added = []
+        for tp in partitions:
+            st = self._partitions.get(tp)
+            if st is None:
+                self._partitions[tp] = PartitionState(tp)
+                added.append(tp)
+            elif st.stopped:
+                self._drop(st)
+                st.stopped = False
+                st.reset = "committed"
+                st.position = st.fetch_offset = None
+                st.version += 1
+                added.append(tp)
+        if any(tp not in self._leaders for tp in added):
+            self.metadata_needed = True
+        return added
+
+    def stop(self, partitions: Iterable[TopicPartition]) -> None:
+        """KAFKA-14196: no more fetching or records for ``partitions``; drop what is buffered.
+
+        Their positions stay readable (a revoke callback may commit them) until :meth:`remove`.
+        """
+        for tp in partitions:
+            st = self._partitions.get(tp)
+            if st is not None and not st.stopped:
+                st.stopped = True
+                st.version += 1
+                self._drop(st)
+                if self._deferred is not None and self._deferred[0] == tp:
+                    self._deferred = None
+
+    def remove(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            st = self._partitions.pop(tp, None)
+            if st is not None:
+                self._drop(st)
+                if self._deferred is not None and self._deferred[0] == tp:
+                    self._deferred = None
+
+    def clear(self) -> None:
+        self.remove(list(self._partitions))
+
+    # -- positions --------------------------------------------------------------------------
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        st = self._require(tp)
+        if offset < 0:
+            raise ConfigurationError(f"seek offset must be >= 0, not {offset}")
+        self._restart(st)
+        st.position = st.fetch_offset = offset
+        st.reset = None
+
+    def request_reset(self, tp: TopicPartition, how: _Reset) -> None:
+        """Look the position up again: "committed", "earliest", "latest" or a timestamp."""
+        st = self._require(tp)
+        self._restart(st)
+        st.position = st.fetch_offset = None
+        st.reset = how
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self._require(tp).paused = True
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            st = self._partitions.get(tp)
+            if st is not None:
+                st.paused = False
+
+    def _require(self, tp: TopicPartition) -> PartitionState:
+        st = self._partitions.get(tp)
+        if st is None or st.stopped:
+            raise LocalProtocolError(f"{tp} is not assigned to this consumer")
+        return st
+
+    def _restart(self, st: PartitionState) -> None:
+        self._drop(st)
+        st.version += 1
+        st.error = None
+        st.retry_at = None
+        st.lookup_in_flight = False
+        if self._deferred is not None and self._deferred[0] == st.tp:
+            self._deferred = None
+
+    def _drop(self, st: PartitionState) -> None:
+        if self._current is st:
+            self._current = None
+        self.buffered_bytes -= st.buffered
+        st.buffer.clear()
+        st.buffered = 0
+        st.blocked = False
+        if st.fetch_offset is not None and st.position is not None:
+            st.fetch_offset = st.position
+
+    # -- position lookups ---------------------------------------------------------------------
+
+    def take_committed_lookups(self, now: float) -> list[TopicPartition]:
+        """Partitions whose committed offset must be fetched now (marked in flight)."""
+        out = []
+        for st in self._partitions.values():
+            if st.reset != "committed" or st.lookup_in_flight or st.stopped:
+                continue
+            if st.retry_at is not None and now < st.retry_at:
+                continue
+            st.lookup_in_flight = True
+            st.retry_at = None
+            out.append(st.tp)
+        return sorted(out)
+
+    def on_committed(self, offsets: Mapping[TopicPartition, int | None]) -> None:
+        """OffsetFetch answered (None: nothing committed: apply ``auto_offset_reset``)."""
+        for tp, offset in offsets.items():
+            st = self._partitions.get(tp)
+            if st is None or st.reset != "committed" or not st.lookup_in_flight:
+                continue
+            st.lookup_in_flight = False
+            if offset is not None and offset >= 0:
+                st.committed = offset
+                st.position = st.fetch_offset = offset
+                st.reset = None
+            else:
+                self._apply_policy(st, None)
+
+    def lookup_failed(self, partitions: Iterable[TopicPartition], now: float) -> None:
+        for tp in partitions:
+            st = self._partitions.get(tp)
+            if st is not None and st.lookup_in_flight:
+                st.lookup_in_flight = False
+                st.retry_at = now + self.config.retry_backoff_ms / 1000
+
+    def _apply_policy(self, st: PartitionState, out_of_range: int | None) -> None:
+        policy = self.config.auto_offset_reset
+        st.position = st.fetch_offset = None
+        if policy == "none":
+            st.reset = "none"
+            if out_of_range is not None:
+                st.error = OffsetOutOfRangeError(
+                    "fetch position out of range and auto_offset_reset is 'none'",
+                    partition=st.tp,
+                    offset=out_of_range,
+                )
+            else:
+                st.error = NoOffsetForPartitionError(st.tp)
+        else:
+            st.reset = policy
+
+    def take_resets(self, now: float) -> dict[int, dict[TopicPartition, int]]:
+        """ListOffsets to send now: ``{leader node: {tp: timestamp}}`` (marked in flight)."""
+        out: dict[int, dict[TopicPartition, int]] = {}
+        for st in self._partitions.values():
+            reset = st.reset
+            if reset in (None, "committed", "none") or st.lookup_in_flight or st.stopped:
+                continue
+            if st.retry_at is not None and now < st.retry_at:
+                continue
+            leader = self._leaders.get(st.tp)
+            if leader is None:
+                self.metadata_needed = True
+                continue
+            timestamp = EARLIEST if reset == "earliest" else LATEST if reset == "latest" else reset
+            assert isinstance(timestamp, int)
+            st.lookup_in_flight = True
+            st.retry_at = None
+            out.setdefault(leader[0], {})[st.tp] = timestamp
+        return out
+
+    def on_reset_offsets(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        errors: Mapping[TopicPartition, int],
+        now: float,
+    ) -> None:
+        """ListOffsets answered: positions for ``offsets``, ``errors`` retried after backoff."""
+        for tp, offset in offsets.items():
+            st = self._partitions.get(tp)
+            if st is None or not st.lookup_in_flight or st.reset in (None, "committed"):
+                continue
+            st.lookup_in_flight = False
+            if offset < 0:  # no record at or after that timestamp: the end of the log
+                st.reset = "latest"
+                continue
+            st.position = st.fetch_offset = offset
+            st.reset = None
+        for tp, code in errors.items():
+            st = self._partitions.get(tp)
+            if st is None or not st.lookup_in_flight:
+                continue
+            st.lookup_in_flight = False
+            st.retry_at = now + self.config.retry_backoff_ms / 1000
+            if code in LEADER_ERRORS:
+                self._leaders.pop(tp, None)
+                self.metadata_needed = True
+            elif code == TOPIC_AUTHORIZATION_FAILED:
+                st.error = TopicAuthorizationFailedError(f"not authorized to read {tp}")
+            else:
+                log.info("ListOffsets for %s failed with error %s; retrying", tp, code)
+
+    # -- metadata -----------------------------------------------------------------------------
+
+    def on_metadata(self, leaders: Mapping[TopicPartition, tuple[int, int]]) -> None:
+        """Who leads what (``(node_id, leader_epoch)``; partitions without a leader omitted)."""
+        for tp in list(self._leaders):
+            if tp.topic in self.topics and tp not in leaders:
+                del self._leaders[tp]
+        self._leaders.update(leaders)
+        self.metadata_needed = any(tp not in self._leaders for tp in self._partitions)
+
+    # -- fetching -----------------------------------------------------------------------------
+
+    def _fetchable(self, st: PartitionState, now: float) -> bool:
+        return (
+            st.reset is None
+            and st.fetch_offset is not None
+            and not st.paused
+            and not st.stopped
+            and not st.blocked
+            and st.error is None
+            and st.fetching is None
+            and len(st.buffer) < self.config.max_buffered_responses
+            and (st.retry_at is None or now >= st.retry_at)
+        )
+
+    def plan(self, now: float) -> list[FetchPlan]:
+        """The Fetch requests to send now, at most one per leader."""
+        cfg = self.config
+        if self.buffered_bytes >= cfg.fetch_max_bytes:
+            return []
+        states = list(self._partitions.values())
+        if not states:
+            return []
+        # Rotate the order so no partition is always first in line for the response's bytes.
+        self._rotation = (self._rotation + 1) % len(states)
+        states = states[self._rotation :] + states[: self._rotation]
+        wanted: dict[int, dict[TopicPartition, PartitionFetch]] = {}
+        versions: dict[int, dict[TopicPartition, int]] = {}
+        for st in states:
+            if not self._fetchable(st, now):
+                continue
+            leader = self._leaders.get(st.tp)
+            if leader is None:
+                self.metadata_needed = True
+                continue
+            node, epoch = leader
+            if node in self._in_flight or self._node_retry.get(node, now) > now:
+                continue
+            assert st.fetch_offset is not None
+            wanted.setdefault(node, {})[st.tp] = PartitionFetch(
+                st.fetch_offset, cfg.max_partition_fetch_bytes, epoch
+            )
+            versions.setdefault(node, {})[st.tp] = st.version
+        plans = []
+        for node, parts in wanted.items():
+            self._node_retry.pop(node, None)
+            session = self._sessions.setdefault(node, FetchSession()).build(parts)
+            plan = FetchPlan(
+                node_id=node,
+                session=session,
+                versions=versions[node],
+                max_bytes=max(1, cfg.fetch_max_bytes - self.buffered_bytes),
+                min_bytes=cfg.fetch_min_bytes,
+                max_wait_ms=cfg.fetch_max_wait_ms,
+                isolation_level=1 if cfg.read_committed else 0,
+            )
+            self._in_flight[node] = plan
+            for tp in parts:
+                self._partitions[tp].fetching = node
+            plans.append(plan)
+        return plans
+
+    def _end_flight(self, plan: FetchPlan) -> None:
+        if self._in_flight.get(plan.node_id) is plan:
+            del self._in_flight[plan.node_id]
+        for tp in plan.session.fetching:
+            st = self._partitions.get(tp)
+            if st is not None and st.fetching == plan.node_id:
+                st.fetching = None
+
+    def on_fetch_failed(self, plan: FetchPlan, now: float) -> None:
+        """The request failed in transport (connection lost, timeout, undecodable answer)."""
+        self._end_flight(plan)
+        session = self._sessions.get(plan.node_id)
+        if session is not None:
+            session.on_failure()
+        self._node_retry[plan.node_id] = now + self.config.retry_backoff_ms / 1000
+        self.metadata_needed = True
+
+    def on_fetch_response(self, plan: FetchPlan, response: FetchedResponse, now: float) -> int:
+        """A Fetch answer: buffer records, update positions and leaders. Returns the number
+        of partitions that got records."""
+        self._end_flight(plan)
+        session = self._sessions.setdefault(plan.node_id, FetchSession())
+        session.on_response(plan.session, response.error_code, response.session_id)
+        if response.error_code:
+            log.info("Fetch to node %s failed with error %s", plan.node_id, response.error_code)
+            if response.error_code not in (70, 71):  # session errors: just resend in full
+                self._node_retry[plan.node_id] = now + self.config.retry_backoff_ms / 1000
+                self.metadata_needed = True
+            return 0
+        cfg = self.config
+        backoff = cfg.retry_backoff_ms / 1000
+        with_records = 0
+        for part in response.partitions:
+            tp = part.tp
+            sent = plan.session.fetching.get(tp)
+            st = self._partitions.get(tp)
+            if (
+                sent is None
+                or st is None
+                or st.stopped
+                or st.version != plan.versions.get(tp, -1)
+                or st.fetch_offset != sent.fetch_offset
+            ):
+                continue  # not ours any more, or seeked/reset since the request left
+            code = part.error_code
+            st.last_fetch = now
+            if code == 0:
+                if part.high_watermark >= 0:
+                    st.high_watermark = part.high_watermark
+                if part.last_stable_offset >= 0:
+                    st.last_stable_offset = part.last_stable_offset
+                if part.log_start_offset >= 0:
+                    st.log_start_offset = part.log_start_offset
+                data = part.records
+                if not data:
+                    continue
+                records = PartitionRecords(
+                    tp,
+                    data,
+                    sent.fetch_offset,
+                    aborted_transactions=part.aborted_transactions,
+                    read_committed=cfg.read_committed,
+                    check_crcs=cfg.check_crcs,
+                )
+                st.buffer.append(records)
+                st.buffered += records.size
+                self.buffered_bytes += records.size
+                with_records += 1
+                end = next_fetch_offset(data)
+                if end is None or end <= sent.fetch_offset:
+                    st.blocked = True  # reading it raises (truncated); refetch after that
+                else:
+                    st.fetch_offset = end
+            elif code == OFFSET_OUT_OF_RANGE:
+                if st.buffer:
+                    # Deliver what is buffered first; the position check happens on refetch.
+                    st.retry_at = now + backoff
+                    continue
+                log.info("%s: offset %s out of range: auto_offset_reset", tp, sent.fetch_offset)
+                st.version += 1
+                self._apply_policy(st, sent.fetch_offset)
+            elif code in LEADER_ERRORS:
+                self._leaders.pop(tp, None)
+                self.metadata_needed = True
+                st.retry_at = now + backoff
+            elif code == TOPIC_AUTHORIZATION_FAILED:
+                st.error = TopicAuthorizationFailedError(f"not authorized to read {tp}")
+            else:
+                error = error_for_code(code)
+                log.info("Fetch of %s failed with error %s (%s)", tp, code, type(error).__name__)
+                st.retry_at = now + backoff
+        return with_records
+
+    # -- records out ----------------------------------------------------------------------------
+
+    def collect(
+        self,
+        max_records: int,
+        now: float,
+        *,
+        allowed: Collection[TopicPartition] | None = None,
+        partitions: Collection[TopicPartition] | None = None,
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Up to ``max_records`` buffered records, moving positions past them.
+
+        Only partitions in ``allowed`` (the member's fetchable assignment) and, if given, in
+        ``partitions`` are read. A record error (corrupt batch, failing deserializer) or a
+        partition error (no offset, out of range with policy "none", not authorized) is raised
+        here; if records were collected before it, they are returned and the error is raised
+        by the next call, so other partitions keep flowing.
+        """
+        deferred = self._deferred
+        if deferred is not None:
+            self._deferred = None
+            tp, version, deferred_error = deferred
+            st = self._partitions.get(tp)
+            if st is not None and st.version == version and not st.stopped:
+                raise deferred_error
+        result: dict[TopicPartition, list[ConsumerRecord]] = {}
+        remaining = max_records
+        failed: tuple[PartitionState, AiogroupError] | None = None
+        # Small reads (getone) keep reading the partition the last call was reading while its
+        # response lasts (Java's "next in line fetch"): no walk over every partition per
+        # record. Larger ones start at the next partition in turn, so partitions drain evenly
+        # and come due for fetching together, which fills each Fetch with many of them.
+        current = self._current if max_records < _STICKY_BELOW else None
+        if current is not None and self._eligible(current, allowed, partitions):
+            remaining, failed = self._take(
+                current, result, remaining, now, key_deserializer, value_deserializer
+            )
+        if remaining > 0 and failed is None:
+            states = list(self._partitions.values())
+            self._collect_rotation = (self._collect_rotation + 1) % max(1, len(states))
+            start = self._collect_rotation
+            for st in states[start:] + states[:start]:
+                if st is current or not self._eligible(st, allowed, partitions):
+                    continue
+                remaining, failed = self._take(
+                    st, result, remaining, now, key_deserializer, value_deserializer
+                )
+                if failed is not None or remaining <= 0:
+                    break
+        if failed is not None:
+            st, error = failed
+            if result:
+                self._deferred = (st.tp, st.version, error)
+                return result
+            raise error
+        return result
+
+    @staticmethod
+    def _eligible(
+        st: PartitionState,
+        allowed: Collection[TopicPartition] | None,
+        partitions: Collection[TopicPartition] | None,
+    ) -> bool:
+        if st.stopped or st.paused or (not st.buffer and st.error is None):
+            return False
+        tp = st.tp
+        return (allowed is None or tp in allowed) and (partitions is None or tp in partitions)
+
+    def _take(
+        self,
+        st: PartitionState,
+        result: dict[TopicPartition, list[ConsumerRecord]],
+        remaining: int,
+        now: float,
+        key_deserializer: Deserializer | None,
+        value_deserializer: Deserializer | None,
+    ) -> tuple[int, tuple[PartitionState, AiogroupError] | None]:
+        """Read ``st`` into ``result``; the records still wanted and the error met, if any."""
+        if st.error is not None:
+            return remaining, (st, st.error)
+        out: list[ConsumerRecord] = []
+        failed: tuple[PartitionState, AiogroupError] | None = None
+        try:
+            self._drain(st, out, remaining, key_deserializer, value_deserializer)
+        except RecordError as exc:
+            if not isinstance(exc, RecordDeserializationError):
+                # Records past a batch that cannot be read (corrupt, unsupported codec) cannot
+                # be returned without skipping it: refetch from the position after the backoff.
+                self._drop(st)
+                st.version += 1
+                st.retry_at = now + self.config.retry_backoff_ms / 1000
+            failed = (st, exc)
+        self._current = st if st.buffer and failed is None else None
+        if out:
+            result[st.tp] = out
+            remaining -= len(out)
+        return remaining, failed
+
+    def _drain(
+        self,
+        st: PartitionState,
+        out: list[ConsumerRecord],
+        limit: int,
+        key_deserializer: Deserializer | None,
+        value_deserializer: Deserializer | None,
+    ) -> None:
+        buffer = st.buffer
+        while buffer and len(out) < limit:
+            records = buffer[0]
+            try:
+                records.drain(out, limit - len(out), key_deserializer, value_deserializer)
+            finally:
+                st.position = records.position
+            if records.exhausted and not records.has_pending:
+                buffer.popleft()
+                st.buffered -= records.size
+                self.buffered_bytes -= records.size
+                self.freed = True
+                if not buffer:
+                    st.blocked = False
+                    if st.fetch_offset is not None and st.fetch_offset < st.position:
+                        st.fetch_offset = st.position
+            else:
+                break
