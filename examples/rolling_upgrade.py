@@ -163,7 +163,9 @@ class EmbeddedProbe:
 
 
 class DescribeGroupsProbe:
-    """Asks any Kafka broker: FindCoordinator, then DescribeGroups on the coordinator."""
+    """Asks any Kafka broker: FindCoordinator, then DescribeGroups on the coordinator, each at
+    the highest version both sides speak (ApiVersions): a broker closes the connection on a
+    version it does not know (Kafka 2.3 on DescribeGroups v4)."""
 
     def __init__(self, bootstrap: str, *, timeout: float = 10.0) -> None:
         self.bootstrap = bootstrap
@@ -173,15 +175,19 @@ class DescribeGroupsProbe:
         from aiogroup.testing.broker import RawClient
 
         async with RawClient(self.bootstrap, client_id="rolling-upgrade-probe") as client:
-            found = await client.request(
-                "FindCoordinator", 1, {"key": group_id, "key_type": 0}, timeout=self.timeout
-            )
+            version = await client.version("FindCoordinator")
+            values: dict[str, Any] = {"key": group_id, "key_type": 0}
+            if version >= 4:  # KIP-699: a batch of keys
+                values = {"key_type": 0, "coordinator_keys": [group_id]}
+            found = await client.request("FindCoordinator", version, values, timeout=self.timeout)
+        if version >= 4:
+            found = found.coordinators[0]
         if found.error_code:
             return GroupSnapshot(f"coordinator unknown (error {found.error_code})", None, None, 0)
         async with RawClient(f"{found.host}:{found.port}", client_id="rolling-upgrade-probe") as c:
             answer = await c.request(
                 "DescribeGroups",
-                4,
+                None,
                 {"groups": [group_id], "include_authorized_operations": False},
                 timeout=self.timeout,
             )

@@ -157,7 +157,7 @@ async def authenticate(
                 return exchange.principal
             continue
         try:
-            request = _wire.decode_request(payload)
+            request = _wire.decode_request(payload, broker.api_versions)
         except _wire.UnsupportedRequestError as exc:
             if exc.api_key == _API_VERSIONS:
                 values = broker._api_versions_values(_UNSUPPORTED_VERSION)

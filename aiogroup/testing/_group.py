@@ -3,18 +3,35 @@
 Pure data and rules, no timers and no callbacks invoked here (the coordinator decides when a
 parked JoinGroup/SyncGroup answer is delivered). Follows Kafka's ``GroupMetadata.scala`` /
 ``MemberMetadata.scala`` (2.x-3.x) and ``ClassicGroup`` / ``ClassicGroupMember`` (3.7+).
+
+Members live in a :class:`MemberMap` that iterates in the order of the coordinator flavour's
+hash map (:mod:`aiogroup.testing._hashorder`): Kafka never sorts members, so the member list in
+the leader's JoinGroup answer, the next leader and the vote's tie-break all follow it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from aiogroup.errors import LocalProtocolError
+from aiogroup.testing._hashorder import FLAVOUR_MAPS, KeyOrder, vote_order
 
-__all__ = ["ClassicGroup", "Member", "State", "java_hashmap_order", "java_string_hash"]
+FLAVOURS = tuple(FLAVOUR_MAPS)
+
+
+def _first_max(order: list[str], votes: list[str]) -> str:
+    """The first name of ``order`` with the most votes (every version keeps the first max)."""
+    counts = {name: votes.count(name) for name in votes}
+    best = order[0]
+    for name in order[1:]:
+        if counts[name] > counts[best]:
+            best = name
+    return best
+
+__all__ = ["ClassicGroup", "Member", "MemberMap", "State"]
 
 
 class State(StrEnum):
@@ -89,31 +106,44 @@ class Member:
         return self.protocols == tuple(protocols)
 
 
-def java_string_hash(text: str) -> int:
-    """``java.lang.String.hashCode`` (over UTF-16 code units), as a signed 32-bit int."""
-    data = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
+class MemberMap:
+    """Member id -> :class:`Member`, iterated in the order of ``flavour``'s hash map."""
 
+    def __init__(self, flavour: str) -> None:
+        self._order: KeyOrder = FLAVOUR_MAPS[flavour]()
+        self._members: dict[str, Member] = {}
 
-def java_hashmap_order(keys: list[str]) -> list[str]:
-    """The iteration order of a ``java.util.HashMap<String, _>`` filled with ``keys`` in order.
+    def __getitem__(self, member_id: str) -> Member:
+        return self._members[member_id]
 
-    Buckets are ``spread(hash) & (capacity - 1)``; the default capacity 16 doubles whenever the
-    size exceeds 3/4 of it; within a bucket insertion order is kept (also across resizes).
-    Tree bins (8+ collisions in one bucket) are ignored: protocol counts never get there.
-    """
-    capacity = 16
-    while len(keys) > capacity * 3 // 4:
-        capacity *= 2
+    def __setitem__(self, member_id: str, member: Member) -> None:
+        self._order.put(member_id)
+        self._members[member_id] = member
 
-    def bucket(key: str) -> int:
-        h = java_string_hash(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
+    def get(self, member_id: str) -> Member | None:
+        return self._members.get(member_id)
 
-    return [k for _, _, k in sorted((bucket(k), i, k) for i, k in enumerate(keys))]
+    def pop(self, member_id: str) -> Member | None:
+        member = self._members.pop(member_id, None)
+        if member is not None:
+            self._order.remove(member_id)
+        return member
+
+    def __contains__(self, member_id: object) -> bool:
+        return member_id in self._members
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._order)
+
+    def values(self) -> list[Member]:
+        return [self._members[k] for k in self._order]
+
+    def first(self) -> str | None:
+        """The first key (Scala's ``members.keys.headOption``, Java's ``iterator().next()``)."""
+        return next(iter(self._order), None)
 
 
 @dataclass(frozen=True)
@@ -142,16 +172,19 @@ class StoredGroup:
 
 @dataclass(eq=False)
 class ClassicGroup:
-    """One group (``GroupMetadata``). Members are kept in join order (Kafka uses a HashMap, so
-    its "first member" is hash-ordered; we use insertion order, documented)."""
+    """One group (``GroupMetadata``). ``flavour`` picks the member map's order (see
+    :class:`MemberMap`) and the vote's tie-break; ``state_since`` is when the state last changed
+    (Kafka 2.x builds static member ids from it)."""
 
     group_id: str
+    flavour: str = "kafka4"
     state: State = State.EMPTY
+    state_since: float = 0.0
     generation_id: int = 0
     protocol_type: str | None = None
     protocol_name: str | None = None
     leader_id: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)
+    members: MemberMap = field(init=False)
     static_members: dict[str, str] = field(default_factory=dict)
     # KIP-394: member ids handed out with MEMBER_ID_REQUIRED, with their expiry deadline.
     pending_members: dict[str, float] = field(default_factory=dict)
@@ -167,18 +200,23 @@ class ClassicGroup:
     sync_deadline: float | None = None
     sync_generation: int = -1
     stored: StoredGroup | None = None
+    vote_tie_varies: bool = False
+
+    def __post_init__(self) -> None:
+        self.members = MemberMap(self.flavour)
 
     # --- states ----------------------------------------------------------------------------
 
     def is_in(self, *states: State) -> bool:
         return self.state in states
 
-    def transition_to(self, target: State) -> None:
+    def transition_to(self, target: State, now: float) -> None:
         if self.state not in VALID_PREVIOUS_STATES[target]:
             raise LocalProtocolError(
                 f"group {self.group_id!r}: illegal transition {self.state} -> {target}"
             )
         self.state = target
+        self.state_since = now
 
     def can_rebalance(self) -> bool:
         return self.state in VALID_PREVIOUS_STATES[State.PREPARING_REBALANCE]
@@ -203,7 +241,7 @@ class ClassicGroup:
         self.pending_members.pop(member.member_id, None)
 
     def remove(self, member_id: str) -> Member | None:
-        member = self.members.pop(member_id, None)
+        member = self.members.pop(member_id)
         if (
             member is not None
             and member.group_instance_id is not None
@@ -211,7 +249,7 @@ class ClassicGroup:
         ):
             del self.static_members[member.group_instance_id]
         if self.is_leader(member_id):
-            self.leader_id = next(iter(self.members), None)
+            self.leader_id = self.members.first()
         self.pending_members.pop(member_id, None)
         self.pending_sync_members.discard(member_id)
         return member
@@ -219,7 +257,8 @@ class ClassicGroup:
     def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
         """Move ``old_id``'s member to ``new_id`` (``replaceStaticMember``); the caller fences
         the callbacks the old id still had parked."""
-        member = self.members.pop(old_id)
+        member = self.members[old_id]
+        self.members.pop(old_id)
         member.member_id = new_id
         self.members[new_id] = member
         if self.is_leader(old_id):
@@ -281,34 +320,33 @@ class ClassicGroup:
         size = len(self.members)
         return frozenset(n for n, c in self.protocol_support_counts().items() if c == size)
 
+    def votes(self) -> list[str]:
+        """Each member's vote, in member order: its first choice among the protocols every
+        member supports (``MemberMetadata.vote``)."""
+        candidates = self.candidate_protocols()
+        return [member.vote(candidates) for member in self.members.values()]
+
     def select_protocol(self) -> str:
-        """The vote (``ClassicGroup.selectProtocol``): each member votes for its first choice
-        among the protocols every member supports; most votes wins. Ties go to the protocol a
-        ``java.util.HashMap`` iterates first, since Kafka takes the first maximum of
-        ``votesByProtocol.entrySet().stream().max(...)``."""
+        """The vote (``selectProtocol``): most votes wins; a tie goes to the protocol the
+        version's map of votes iterates first (see :func:`~aiogroup.testing._hashorder.vote_order`:
+        every version keeps the first maximum it meets)."""
         if not self.members:
             raise LocalProtocolError("cannot select a protocol for an empty group")
-        candidates = self.candidate_protocols()
-        votes: dict[str, int] = {}
-        for member in self.members.values():
-            choice = member.vote(candidates)
-            votes[choice] = votes.get(choice, 0) + 1
-        best: str | None = None
-        for name in java_hashmap_order(list(votes)):
-            if best is None or votes[name] > votes[best]:
-                best = name
-        assert best is not None
-        return best
+        votes = self.votes()
+        winners = {flavour: _first_max(vote_order(flavour, votes), votes) for flavour in FLAVOURS}
+        # A tie the versions break differently (the coordinator records the rule).
+        self.vote_tie_varies = len(set(winners.values())) > 1
+        return winners[self.flavour]
 
-    def init_next_generation(self) -> None:
+    def init_next_generation(self, now: float) -> None:
         """Bump the generation; pick the protocol (CompletingRebalance) or go Empty."""
         self.generation_id += 1
         if self.members:
             self.protocol_name = self.select_protocol()
-            self.transition_to(State.COMPLETING_REBALANCE)
+            self.transition_to(State.COMPLETING_REBALANCE, now)
         else:
             self.protocol_name = None
-            self.transition_to(State.EMPTY)
+            self.transition_to(State.EMPTY, now)
         self.pending_sync_members.clear()
 
     # --- persistence -----------------------------------------------------------------------
@@ -336,9 +374,12 @@ class ClassicGroup:
         )
 
     @classmethod
-    def from_stored(cls, group_id: str, stored: StoredGroup | None) -> ClassicGroup:
-        """A group as the offsets-topic loader rebuilds it: Stable with members, else Empty."""
-        group = cls(group_id)
+    def from_stored(
+        cls, group_id: str, stored: StoredGroup | None, flavour: str, now: float
+    ) -> ClassicGroup:
+        """A group as the offsets-topic loader rebuilds it: Stable with members, else Empty
+        (members put into the map in the record's order, as the loader does)."""
+        group = cls(group_id, flavour, state_since=now)
         if stored is None:
             return group
         group.protocol_type = stored.protocol_type
@@ -363,6 +404,6 @@ class ClassicGroup:
                 if sm.group_instance_id is not None:
                     group.static_members[sm.group_instance_id] = sm.member_id
             if group.leader_id not in group.members:
-                group.leader_id = next(iter(group.members))
+                group.leader_id = group.members.first()
             group.state = State.STABLE
         return group

@@ -31,6 +31,7 @@ from aiogroup.errors import InvalidFieldError, RemoteProtocolError, TruncatedErr
 
 __all__ = [
     "API_NAMES",
+    "KAFKA_23_VERSIONS",
     "MAX_FRAME_BYTES",
     "SUPPORTED_VERSIONS",
     "FrameTooLargeError",
@@ -43,6 +44,7 @@ __all__ = [
     "encode_response",
     "frame_size",
     "request_class",
+    "versions_for",
 ]
 
 #: Frames above this size are refused before a buffer is allocated (Kafka's
@@ -103,6 +105,46 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     42: (0, 2),  # DeleteGroups
 }
 
+#: What Apache Kafka 2.3.0 advertises for those APIs (its ApiVersions answer), for the
+#: ``kafka2`` flavour: it closes the connection on anything newer.
+KAFKA_23_VERSIONS: Final[dict[int, tuple[int, int]]] = {
+    0: (0, 7),
+    1: (0, 11),
+    2: (0, 5),
+    3: (0, 8),
+    8: (0, 7),
+    9: (0, 5),
+    10: (0, 2),
+    11: (0, 5),
+    12: (0, 3),
+    13: (0, 2),
+    14: (0, 3),
+    15: (0, 3),
+    16: (0, 2),
+    17: (0, 1),
+    18: (0, 2),
+    19: (0, 3),
+    20: (0, 3),
+    22: (0, 1),
+    36: (0, 1),
+    37: (0, 1),
+    42: (0, 1),
+}
+
+
+def versions_for(flavour: str) -> dict[int, tuple[int, int]]:
+    """The API versions a broker of coordinator ``flavour`` serves: ours, capped at Kafka 2.3's
+    for ``kafka2`` (3.x and 4.x serve every version we do)."""
+    if flavour != "kafka2":
+        return dict(SUPPORTED_VERSIONS)
+    out = {}
+    for key, (lo, hi) in SUPPORTED_VERSIONS.items():
+        theirs = KAFKA_23_VERSIONS.get(key)
+        if theirs is not None and max(lo, theirs[0]) <= min(hi, theirs[1]):
+            out[key] = (max(lo, theirs[0]), min(hi, theirs[1]))
+    return out
+
+
 API_NAMES: Final[dict[int, str]] = {
     key: req.__name__[: -len("Request")] for key, (req, _) in _CLASSES.items()
 }
@@ -158,8 +200,11 @@ def request_class(api_key: int) -> Any:
     return None if pair is None else pair[0]
 
 
-def decode_request(payload: bytes) -> Request:
-    """Decode one request payload (without its length prefix).
+def decode_request(
+    payload: bytes, versions: Mapping[int, tuple[int, int]] = SUPPORTED_VERSIONS
+) -> Request:
+    """Decode one request payload (without its length prefix); ``versions`` are the API
+    versions served (default: every one we support).
 
     Raises :class:`UnsupportedRequestError` for an API or version we do not serve (with the
     correlation id so that ApiVersions can still be answered, as KIP-511 asks) and
@@ -170,8 +215,8 @@ def decode_request(payload: bytes) -> Request:
             f"request of {len(payload)} bytes is shorter than a header", field="header", offset=0
         )
     api_key, api_version, correlation_id = _PREFIX.unpack_from(payload, 0)
-    versions = SUPPORTED_VERSIONS.get(api_key)
-    if versions is None or not versions[0] <= api_version <= versions[1]:
+    served = versions.get(api_key)
+    if served is None or not served[0] <= api_version <= served[1]:
         raise UnsupportedRequestError(
             f"unsupported API {api_key} version {api_version}",
             api_key=api_key,

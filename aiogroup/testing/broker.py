@@ -26,8 +26,14 @@ serving any other request, as Kafka's SaslServerAuthenticator does (:mod:`aiogro
 
 Like Kafka, each connection is served one request at a time, in order (Kafka mutes a channel
 while a request is in flight), so a held JoinGroup or a long-polling Fetch holds that connection
-only. Malformed input closes the offending connection, is recorded in ``broker.faults.events``
-and never disturbs other connections.
+only. A request Kafka never answers (a JoinGroup or SyncGroup superseded by the same member's
+next one, the SyncGroup of a member that left) leaves its connection muted until it closes.
+Connections idle for ``connections_max_idle_ms`` (``connections.max.idle.ms``, 10 minutes) are
+closed, in flight or not, as Kafka's selector does. Malformed input closes the offending
+connection, is recorded in ``broker.faults.events`` and never disturbs other connections.
+
+The coordinator's ``flavour`` (``CoordinatorConfig.flavour``) also sets the API versions served:
+``kafka2`` serves Kafka 2.3's (and closes the connection on anything newer, as 2.3 does).
 """
 
 from __future__ import annotations
@@ -101,6 +107,16 @@ class _Connection:
     #: The listener this connection came in on (None: the PLAINTEXT one) and its SASL user.
     listener: Listener | None = None
     principal: str | None = None
+    last_io: float = 0.0
+    idle_timer: asyncio.TimerHandle | None = None
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _Never:
+    """A handler's result for a request Kafka never answers (the connection stays muted)."""
+
+
+_NEVER = _Never()
 
 
 class EmbeddedBroker:
@@ -109,7 +125,8 @@ class EmbeddedBroker:
     ``port`` 0 picks a free port at the first start and keeps it across :meth:`restart`.
     ``topics`` maps names to partition counts created at construction. Unknown topics asked for
     in Metadata are created with ``num_partitions`` when ``auto_create_topics`` (Kafka's
-    ``auto.create.topics.enable``) and the request allows it.
+    ``auto.create.topics.enable``) and the request allows it. ``connections_max_idle_ms`` is
+    Kafka's ``connections.max.idle.ms``.
 
     ``listeners`` adds TLS and SASL listeners beside the PLAINTEXT one (see the module doc);
     ``sasl_mechanisms`` are those SASL listeners enable (Kafka's ``sasl.enabled.mechanisms``).
@@ -135,9 +152,13 @@ class EmbeddedBroker:
         ssl_context: ssl.SSLContext | Mapping[str, ssl.SSLContext] | None = None,
         sasl_credentials: SaslCredentials | None = None,
         sasl_mechanisms: Sequence[str] | Mapping[str, Sequence[str]] = MECHANISMS,
+        connections_max_idle_ms: int = 600_000,
     ) -> None:
         if num_partitions < 1:
             raise ConfigurationError("num_partitions must be >= 1")
+        if connections_max_idle_ms <= 0:
+            raise ConfigurationError("connections_max_idle_ms must be > 0")
+        self.connections_max_idle_ms = connections_max_idle_ms
         self._security = _auth.resolve_listeners(listeners, ssl_context, sasl_mechanisms)
         self.listeners = list(listeners)
         self.sasl_credentials = sasl_credentials or SaslCredentials()
@@ -154,6 +175,7 @@ class EmbeddedBroker:
         for name, count in (topics or {}).items():
             self.log.create_topic(name, count)
         self.coordinator = GroupCoordinator(coordinator_config or CoordinatorConfig())
+        self.api_versions = _wire.versions_for(self.coordinator.config.flavour)
         self.faults = Faults(_cutter=self._cut, _group_view=self.coordinator.group_state)
         self._server: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -165,7 +187,9 @@ class EmbeddedBroker:
         self._producer_ids = itertools.count(1000)
         self._parked = 0
         self._started_once = False
-        self._handlers: dict[int, Callable[[_Connection, _wire.Request], Awaitable[Values | None]]]
+        self._handlers: dict[
+            int, Callable[[_Connection, _wire.Request], Awaitable[Values | _Never | None]]
+        ]
         self._handlers = {
             0: self._produce,
             1: self._fetch,
@@ -342,6 +366,7 @@ class EmbeddedBroker:
         conn = _Connection(next(self._conn_ids), peer, reader, writer, listener=listener)
         conn.task = asyncio.current_task()
         self._connections[conn.conn_id] = conn
+        self._touch(conn)
         try:
             if listener is not None and listener.sasl:
                 enabled = self._security[listener.name].mechanisms
@@ -366,6 +391,33 @@ class EmbeddedBroker:
         transport = conn.writer.transport
         if not transport.is_closing():
             transport.abort()
+        if conn.idle_timer is not None:
+            conn.idle_timer.cancel()
+            conn.idle_timer = None
+        conn.closed.set()
+
+    def _touch(self, conn: _Connection) -> None:
+        """Note I/O on ``conn``: it is closed once idle for ``connections_max_idle_ms``."""
+        loop = self._loop or asyncio.get_running_loop()
+        conn.last_io = loop.time()
+        if conn.idle_timer is None and not conn.closed.is_set():
+            conn.idle_timer = loop.call_at(
+                conn.last_io + self.connections_max_idle_ms / 1000, self._idle_check, conn
+            )
+
+    def _idle_check(self, conn: _Connection) -> None:
+        conn.idle_timer = None
+        if conn.closed.is_set():
+            return
+        loop = self._loop or asyncio.get_running_loop()
+        deadline = conn.last_io + self.connections_max_idle_ms / 1000
+        if loop.time() < deadline:
+            conn.idle_timer = loop.call_at(deadline, self._idle_check, conn)
+            return
+        self.faults.record("idle", client_id=conn.client_id or None, detail=conn.peer)
+        self._close(conn)
+        if conn.task is not None:
+            conn.task.cancel()
 
     def _cut(self, member_id: str | None, client_id: str | None) -> int:
         victims = [
@@ -406,8 +458,9 @@ class EmbeddedBroker:
             except asyncio.IncompleteReadError as exc:
                 self._refuse(conn, f"truncated request: {len(exc.partial)} of {size} bytes")
                 return
+            self._touch(conn)
             try:
-                request = _wire.decode_request(payload)
+                request = _wire.decode_request(payload, self.api_versions)
             except _wire.UnsupportedRequestError as exc:
                 if exc.api_key == 18:
                     # KIP-511: answer an unknown ApiVersions version with v0 and our versions.
@@ -455,6 +508,7 @@ class EmbeddedBroker:
             )
         conn.writer.write(frame)
         await conn.writer.drain()
+        self._touch(conn)
 
     async def _dispatch(self, conn: _Connection, request: _wire.Request) -> None:
         if logger.isEnabledFor(logging.DEBUG):
@@ -467,7 +521,7 @@ class EmbeddedBroker:
                 request.body,
             )
         rule = self.faults.take(request.api_key, conn.client_id, frozenset(conn.member_ids))
-        values: Values | None
+        values: Values | _Never | None
         if rule is not None and rule.action == "fail" and request.api_key in GROUP_APIS:
             values = {"error_code": rule.error_code}
             if request.api_key == 11:
@@ -479,10 +533,15 @@ class EmbeddedBroker:
                 )
         else:
             values = await self._handlers[request.api_key](conn, request)
-            if rule is not None and rule.action == "fail" and values is not None:
+            if rule is not None and rule.action == "fail" and isinstance(values, dict):
                 values = _with_error(values, rule.error_code)
         if values is None:
             return  # e.g. Produce with acks=0
+        if isinstance(values, _Never):
+            # Kafka never answers this request: the channel stays muted, nothing more is read
+            # from it, until it is closed (by the client, the idle timeout or a stop).
+            await conn.closed.wait()
+            return
         if request.api_key == 11 and values.get("member_id"):
             conn.member_ids.add(values["member_id"])
         if rule is not None:
@@ -530,7 +589,7 @@ class EmbeddedBroker:
 
     # --- group APIs -------------------------------------------------------------------------
 
-    async def _join_group(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _join_group(self, conn: _Connection, req: _wire.Request) -> Values | _Never:
         b = req.body
         v = req.api_version
         data = JoinGroupRequestData(
@@ -539,7 +598,7 @@ class EmbeddedBroker:
             protocol_type=b.protocol_type,
             protocols=[(p.name, bytes(p.metadata or b"")) for p in (b.protocols or [])],
             session_timeout_ms=b.session_timeout_ms,
-            rebalance_timeout_ms=b.rebalance_timeout_ms if v >= 1 else -1,
+            rebalance_timeout_ms=b.rebalance_timeout_ms if v >= 1 else None,
             group_instance_id=b.group_instance_id if v >= 5 else None,
             client_id=conn.client_id,
             client_host=conn.peer,
@@ -547,9 +606,11 @@ class EmbeddedBroker:
             reason=b.reason if v >= 8 else None,
         )
         now = self._now()
-        resp: JoinGroupResponseData = await self._deferred(
+        resp: JoinGroupResponseData | None = await self._deferred(
             lambda respond: self.coordinator.join_group(data, now, respond=respond)
         )
+        if resp is None:
+            return _NEVER
         return {
             "error_code": resp.error_code,
             "generation_id": resp.generation_id,
@@ -568,9 +629,12 @@ class EmbeddedBroker:
             ],
         }
 
-    async def _sync_group(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _sync_group(self, conn: _Connection, req: _wire.Request) -> Values | _Never:
         b = req.body
         v = req.api_version
+        if v >= 5 and (b.protocol_type is None or b.protocol_name is None):
+            # KafkaApis: from v5 both must be present (areMandatoryProtocolTypeAndNamePresent).
+            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "assignment": b""}
         data = SyncGroupRequestData(
             group_id=b.group_id,
             generation_id=b.generation_id,
@@ -582,9 +646,11 @@ class EmbeddedBroker:
             api_version=v,
         )
         now = self._now()
-        resp: SyncGroupResponseData = await self._deferred(
+        resp: SyncGroupResponseData | None = await self._deferred(
             lambda respond: self.coordinator.sync_group(data, now, respond=respond)
         )
+        if resp is None:
+            return _NEVER
         return {
             "error_code": resp.error_code,
             "protocol_type": resp.protocol_type,
@@ -653,19 +719,33 @@ class EmbeddedBroker:
             for t in (b.topics or [])
             for p in (t.partitions or [])
         ]
-        data = OffsetCommitRequestData(
-            group_id=b.group_id,
-            partitions=partitions,
-            generation_id=b.generation_id_or_member_epoch,
-            member_id=b.member_id or "",
-            group_instance_id=b.group_instance_id if req.api_version >= 7 else None,
-        )
-        try:
-            resp = self.coordinator.commit_offsets(data, self._now())
-        finally:
-            self._rearm()
+        # KafkaApis answers partitions it does not know UNKNOWN_TOPIC_OR_PARTITION itself; the
+        # coordinator sees only the others, and not at all when none is left (so no group is
+        # created by a commit that stores nothing).
+        known = [p for p in partitions if self.log.partition(p.topic, p.partition) is not None]
+        results: dict[tuple[str, int], int] = {
+            (p.topic, p.partition): int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            for p in partitions
+            if self.log.partition(p.topic, p.partition) is None
+        }
+        if known:
+            data = OffsetCommitRequestData(
+                group_id=b.group_id,
+                partitions=known,
+                generation_id=b.generation_id_or_member_epoch,
+                member_id=b.member_id or "",
+                group_instance_id=b.group_instance_id if req.api_version >= 7 else None,
+            )
+            try:
+                resp = self.coordinator.commit_offsets(data, self._now())
+            finally:
+                self._rearm()
+            for topic, partition, error_code in resp.partitions:
+                results[(topic, partition)] = error_code
         topics: dict[str, list[Values]] = {}
-        for topic, partition, error_code in resp.partitions:
+        for p in partitions:
+            topic, partition = p.topic, p.partition
+            error_code = results[(topic, partition)]
             topics.setdefault(topic, []).append(
                 {"partition_index": partition, "error_code": error_code}
             )
@@ -715,8 +795,11 @@ class EmbeddedBroker:
         return {"topics": topics, "error_code": error_code}
 
     async def _describe_groups(self, conn: _Connection, req: _wire.Request) -> Values:
+        include = bool(req.body.include_authorized_operations) if req.api_version >= 3 else False
         described = self.coordinator.describe_groups(
-            list(req.body.groups or []), api_version=req.api_version
+            list(req.body.groups or []),
+            api_version=req.api_version,
+            include_authorized_operations=include,
         )
         return {
             "groups": [
@@ -737,6 +820,7 @@ class EmbeddedBroker:
                         }
                         for m in g.members
                     ],
+                    "authorized_operations": _bits(g.authorized_operations),
                 }
                 for g in described
             ]
@@ -792,7 +876,7 @@ class EmbeddedBroker:
             "error_code": error_code,
             "api_keys": [
                 {"api_key": key, "min_version": lo, "max_version": hi}
-                for key, (lo, hi) in sorted(_wire.SUPPORTED_VERSIONS.items())
+                for key, (lo, hi) in sorted(self.api_versions.items())
             ],
             "throttle_time_ms": 0,
         }
@@ -909,7 +993,16 @@ class EmbeddedBroker:
     async def _delete_topics(self, conn: _Connection, req: _wire.Request) -> Values:
         responses = []
         for name in req.body.topic_names or []:
+            topic = self.log.topics.get(name)
             found = self.log.delete_topic(name)
+            if topic is not None:
+                # handleDeletedPartitions: the groups' offsets for the topic go with it.
+                try:
+                    self.coordinator.delete_partitions(
+                        [(name, i) for i in range(len(topic.partitions))], self._now()
+                    )
+                finally:
+                    self._rearm()
             responses.append(
                 {
                     "name": name,
@@ -1078,6 +1171,11 @@ class EmbeddedBroker:
         return {"throttle_time_ms": 0, "topics": topics}
 
 
+def _bits(bitfield: int) -> set[int]:
+    """An int32 bitfield as the set of its bit positions (kafka-python's ``bitfield`` type)."""
+    return {i for i in range(32) if (bitfield & 0xFFFFFFFF) >> i & 1}
+
+
 def _with_error(values: Values, error_code: int) -> Values:
     """A copy of a response dict with every ``error_code`` (at any depth) set to ``error_code``."""
     out: Values = {}
@@ -1237,8 +1335,10 @@ class RawClient:
     """A bare Kafka connection for tests that drive the protocol by hand.
 
     ``await client.request("JoinGroup", 5, {...})`` encodes the request from a dict with
-    kafka-python's classes and returns the decoded response object. Requests on one client are
-    answered in order (one connection), so concurrent members need one client each.
+    kafka-python's classes and returns the decoded response object; with ``None`` for the
+    version the client negotiates it (ApiVersions, once per connection): the highest version
+    both the broker and the embedded broker's codecs speak. Requests on one client are answered
+    in order (one connection), so concurrent members need one client each.
     """
 
     def __init__(self, bootstrap: str, *, client_id: str = "aiogroup-raw") -> None:
@@ -1250,12 +1350,41 @@ class RawClient:
         self._writer: asyncio.StreamWriter | None = None
         self._lock = asyncio.Lock()
         self._correlation = itertools.count(1)
+        self._versions: dict[int, tuple[int, int]] | None = None
+
+    async def broker_versions(self) -> dict[int, tuple[int, int]]:
+        """The broker's ApiVersions answer (asked once, with v0, which every broker speaks)."""
+        if self._versions is None:
+            resp = await self.request("ApiVersions", 0, {})
+            if resp.error_code:
+                raise RemoteProtocolError(f"ApiVersions failed with error {resp.error_code}")
+            self._versions = {
+                int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys
+            }
+        return self._versions
+
+    async def version(self, api: str | int, at_most: int | None = None) -> int:
+        """The highest version of ``api`` both sides speak, capped at ``at_most`` (for a
+        caller that builds the request in the shape of older versions); ``ConfigurationError``
+        if there is none."""
+        api_key = api if isinstance(api, int) else _wire.API_KEYS_BY_NAME[api]
+        ours = _wire.SUPPORTED_VERSIONS.get(api_key)
+        if ours is not None and at_most is not None:
+            ours = (ours[0], min(ours[1], at_most))
+        theirs = (await self.broker_versions()).get(api_key)
+        if ours is None or theirs is None or max(ours[0], theirs[0]) > min(ours[1], theirs[1]):
+            raise ConfigurationError(
+                f"no common version of {_wire.API_NAMES.get(api_key, api_key)}: "
+                f"ours {ours}, the broker's {theirs}"
+            )
+        return min(ours[1], theirs[1])
 
     async def connect(self) -> RawClient:
         self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         return self
 
     async def close(self) -> None:
+        self._versions = None
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
@@ -1282,9 +1411,18 @@ class RawClient:
         return await self._reader.readexactly(size)
 
     async def request(
-        self, api: str | int, version: int, values: Mapping[str, Any], timeout: float = 30.0
+        self,
+        api: str | int,
+        version: int | None,
+        values: Mapping[str, Any],
+        timeout: float = 30.0,
+        *,
+        at_most: int | None = None,
     ) -> Any:
+        """One request; ``version`` None negotiates it (capped at ``at_most``)."""
         api_key = api if isinstance(api, int) else _wire.API_KEYS_BY_NAME[api]
+        if version is None:
+            version = await self.version(api_key, at_most)
         async with self._lock:
             correlation_id = next(self._correlation)
             frame = _wire.encode_request(
@@ -1317,6 +1455,7 @@ async def _run_cli(args: argparse.Namespace) -> None:
     config = CoordinatorConfig(
         initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
         group_min_session_timeout_ms=args.group_min_session_timeout_ms,
+        flavour=args.flavour,
     )
     broker = EmbeddedBroker(
         host=args.host,
@@ -1360,6 +1499,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-auto-create-topics", action="store_true")
     parser.add_argument("--initial-rebalance-delay-ms", type=int, default=0)
     parser.add_argument("--group-min-session-timeout-ms", type=int, default=6000)
+    parser.add_argument(
+        "--flavour",
+        choices=["kafka4", "kafka3", "kafka2"],
+        default="kafka4",
+        help="the Kafka generation whose coordinator rules to follow (kafka2: Kafka 2.3)",
+    )
     parser.add_argument("--log-level", default="WARNING")
     _auth.add_cli_arguments(parser)
     args = parser.parse_args(argv)

@@ -6,7 +6,10 @@ monotonic origin) of every call. Requests and responses are plain dataclasses; t
 
 Rules follow Apache Kafka's classic group coordinator (``GroupCoordinator.scala`` /
 ``GroupMetadata.scala`` in Kafka 2.x-3.x, ``GroupMetadataManager`` + ``ClassicGroup`` in the
-``group-coordinator`` module of 3.7+); each rule cites where it comes from.
+``group-coordinator`` module of 3.7+); each rule cites where it comes from. Where Kafka's rules
+changed between versions, ``CoordinatorConfig.flavour`` picks a generation: ``kafka4`` (the
+default), ``kafka3`` or ``kafka2`` (Kafka 2.3); :data:`RULES` lists those rules, :data:`FLAVOURS`
+what each flavour does.
 
 How the server wires it (one coordinator per broker, shared by every connection)::
 
@@ -15,6 +18,8 @@ How the server wires it (one coordinator per broker, shared by every connection)
     # JoinGroup / SyncGroup answers may be deferred: pass a callback; it is called exactly once,
     # either before the method returns or later, from inside another call (another member's
     # request, on_timer(now), ...). If the client disconnected, make the callback a no-op.
+    # It gets None for a request Kafka never answers (superseded by the member's next one, or
+    # the SyncGroup of a member that left): send nothing, keep the connection muted.
     coord.join_group(JoinGroupRequestData(...), now, respond=send_join_response)
     coord.sync_group(SyncGroupRequestData(...), now, respond=send_sync_response)
 
@@ -26,6 +31,7 @@ How the server wires it (one coordinator per broker, shared by every connection)
     coord.describe_groups([group_id, ...]) -> list[DescribedGroup]
     coord.list_groups(states_filter=None) -> list[ListedGroup]
     coord.delete_groups([group_id, ...]) -> list[tuple[group_id, error_code]]
+    coord.delete_partitions([(topic, partition), ...], now)  # a topic was deleted
 
     # Timers: after every call, (re)arm one timer at coord.next_deadline() (None: nothing
     # pending); when it fires call coord.on_timer(now). Calling on_timer early is harmless.
@@ -65,11 +71,14 @@ from aiogroup.errors import CallbackError, ConfigurationError, LocalProtocolErro
 from aiogroup.testing._group import ClassicGroup, Member, State
 
 __all__ = [
+    "FLAVOURS",
+    "RULES",
     "CoordinatorCallbackError",
     "CoordinatorConfig",
     "DescribedGroup",
     "DescribedMember",
     "ErrorCode",
+    "Flavour",
     "GroupCoordinator",
     "GroupState",
     "GroupView",
@@ -90,6 +99,7 @@ __all__ = [
     "OffsetFetchPartition",
     "OffsetFetchRequestData",
     "OffsetFetchResponseData",
+    "Rule",
     "SyncGroupRequestData",
     "SyncGroupResponseData",
 ]
@@ -128,13 +138,181 @@ class CoordinatorCallbackError(CallbackError):
     """A ``respond`` callback raised; the coordinator's state is already updated."""
 
 
+# --- flavours -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A rule of the classic coordinator that changed between Kafka versions: what each flavour
+    does (``by_flavour``) and where the change comes from (``source``)."""
+
+    title: str
+    by_flavour: dict[str, str]
+    source: str
+
+
+#: The rules the flavours differ on, by id (the ids appear in :attr:`GroupCoordinator.rule_hits`
+#: and in the conformance table, docs/conformance.md).
+RULES: dict[str, Rule] = {
+    "member-order": Rule(
+        "order of the members (leader's JoinGroup member list, next leader, DescribeGroups)",
+        {
+            "kafka2": "Scala 2.12 mutable.HashMap",
+            "kafka3": "Scala 2.13 mutable.HashMap",
+            "kafka4": "java.util.HashMap",
+        },
+        "GroupMetadata.members (Scala 2.12 / 2.13 builds), ClassicGroup.members (4.0, KAFKA-14500)",
+    ),
+    "vote-tie": Rule(
+        "protocol vote tie-break",
+        {
+            "kafka2": "first of groupBy's Map1-Map4 (Scala 2.12)",
+            "kafka3": "first of groupBy's CHAMP HashMap (Scala 2.13)",
+            "kafka4": "first of a java.util.HashMap",
+        },
+        "GroupMetadata.selectProtocol, ClassicGroup.selectProtocol",
+    ),
+    "heartbeat-completing": Rule(
+        "Heartbeat while CompletingRebalance",
+        {"kafka2": "REBALANCE_IN_PROGRESS", "kafka3": "NONE", "kafka4": "NONE"},
+        "KAFKA-10134 (2.7)",
+    ),
+    "static-restart-completing": Rule(
+        "static member restarts while CompletingRebalance",
+        {"kafka2": "same generation, no rebalance", "kafka3": "rebalance", "kafka4": "rebalance"},
+        "KAFKA-9801 (2.6)",
+    ),
+    "static-restart-protocol": Rule(
+        "static member restarts in Stable with a vote-changing protocol list",
+        {"kafka2": "no rebalance", "kafka3": "rebalance", "kafka4": "rebalance"},
+        "KAFKA-10284 (2.8)",
+    ),
+    "pending-sync-timeout": Rule(
+        "members that never send SyncGroup",
+        {
+            "kafka2": "kept",
+            "kafka3": "removed after the rebalance timeout",
+            "kafka4": "removed after the rebalance timeout",
+        },
+        "KAFKA-12890 (3.0)",
+    ),
+    "group-max-size": Rule(
+        "group.max.size admission",
+        {
+            "kafka2": "new member refused at size >= max; pending ids not counted",
+            "kafka3": "acceptJoiningMember: while rebalancing, the awaiting-join count",
+            "kafka4": "acceptJoiningMember: while rebalancing, the awaiting-join count",
+        },
+        "KAFKA-9885 (2.6)",
+    ),
+    "initial-delay": Rule(
+        "initial rebalance delay when members leave or return to an emptied group",
+        {
+            "kafka2": "delay extended only at generation 0; a leave never cuts it short",
+            "kafka3": "delay extended only at generation 0; a leave never cuts it short",
+            "kafka4": "extended whenever the group came from Empty; a leave may end it",
+        },
+        "GroupMetadataManager (4.0, KAFKA-14500) vs InitialDelayedJoin",
+    ),
+    "commit-completing": Rule(
+        "OffsetCommit while CompletingRebalance from a stale or unknown member",
+        {
+            "kafka2": "REBALANCE_IN_PROGRESS first",
+            "kafka3": "member and generation checked first",
+            "kafka4": "member and generation checked first",
+        },
+        "apache/kafka#9958 (3.0)",
+    ),
+    "unknown-instance-id": Rule(
+        "a group.instance.id the group does not know (Heartbeat, SyncGroup, OffsetCommit)",
+        {"kafka2": "ignored", "kafka3": "UNKNOWN_MEMBER_ID", "kafka4": "UNKNOWN_MEMBER_ID"},
+        "apache/kafka#9958 (3.0)",
+    ),
+    "static-member-id": Rule(
+        "static member ids",
+        {
+            "kafka2": "instance id + state timestamp (a restart may get the same id back)",
+            "kafka3": "instance id + UUID",
+            "kafka4": "instance id + UUID",
+        },
+        "KAFKA-8715 (2.4)",
+    ),
+    "describe-metadata": Rule(
+        "DescribeGroups member_metadata",
+        {
+            "kafka2": "the assignment (bug)",
+            "kafka3": "the subscription",
+            "kafka4": "the subscription",
+        },
+        "KAFKA-9150 (2.4)",
+    ),
+    "api-versions": Rule(
+        "API versions served (a newer version closes the connection)",
+        {
+            "kafka2": "Kafka 2.3's: JoinGroup v0-5, SyncGroup v0-3, DescribeGroups v0-3, ...",
+            "kafka3": "every version the embedded broker speaks",
+            "kafka4": "every version the embedded broker speaks",
+        },
+        "the broker's ApiVersions (EmbeddedBroker.api_versions)",
+    ),
+    "authorized-operations": Rule(
+        "DescribeGroups v3+ authorized_operations when not asked for",
+        {"kafka2": "0", "kafka3": "-2147483648", "kafka4": "-2147483648"},
+        "KIP-430; apache/kafka#7710 (2.5)",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Flavour:
+    """The rules of one Kafka generation where they differ (see :data:`RULES`)."""
+
+    name: str
+    kafka: str
+    heartbeat_in_completing_rebalance: ErrorCode
+    static_restart_in_completing_rebalances: bool
+    static_restart_checks_protocol: bool
+    pending_sync_timeout: bool
+    accept_joining_member: bool
+    initial_delay_4x: bool
+    commit_checks_members_first: bool
+    unknown_instance_id_fails: bool
+    static_member_id_from_state_time: bool
+    describe_metadata_is_assignment: bool
+    authorized_operations_default: int
+
+
+_MIN_INT32 = -(2**31)
+
+#: ``kafka4`` (the default): Apache Kafka 4.x's Java coordinator (``GroupMetadataManager`` /
+#: ``ClassicGroup``); ``kafka3``: 3.x's Scala ``GroupCoordinator`` (Scala 2.13 builds);
+#: ``kafka2``: Kafka 2.3's (Scala 2.12), the broker ``aiogroup.testing.kafka`` runs.
+FLAVOURS: dict[str, Flavour] = {
+    "kafka4": Flavour(
+        "kafka4", "4.x", ErrorCode.NONE, True, True, True, True, True, True, True, False, False,
+        _MIN_INT32,
+    ),
+    "kafka3": Flavour(
+        "kafka3", "3.x", ErrorCode.NONE, True, True, True, True, False, True, True, False, False,
+        _MIN_INT32,
+    ),
+    "kafka2": Flavour(
+        "kafka2", "2.3", ErrorCode.REBALANCE_IN_PROGRESS, False, False, False, False, False,
+        False, False, True, True, 0,
+    ),
+}  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class CoordinatorConfig:
     """Broker settings of the classic coordinator (Kafka's names, milliseconds).
 
     ``initial_rebalance_delay_ms`` is ``group.initial.rebalance.delay.ms`` (Kafka's default is
     3000; ours 0 for fast tests). ``group_max_size`` None means unlimited (Kafka's default is
-    Integer.MAX_VALUE). ``offset_metadata_max_bytes`` is ``offset.metadata.max.bytes``.
+    Integer.MAX_VALUE). ``offset_metadata_max_bytes`` is ``offset.metadata.max.bytes`` (counted,
+    as Kafka does, in UTF-16 code units: ``String.length()``). ``flavour`` picks the rules of a
+    Kafka generation where they changed (:data:`FLAVOURS`): ``kafka4`` (default), ``kafka3`` or
+    ``kafka2`` (Kafka 2.3).
     """
 
     initial_rebalance_delay_ms: int = 0
@@ -145,8 +323,13 @@ class CoordinatorConfig:
     #: How long a new member's parked JoinGroup may wait before the member is dropped (it has no
     #: member id to heartbeat with yet). Kafka: ``NewMemberJoinTimeoutMs`` = 5 minutes.
     new_member_join_timeout_ms: int = 300_000
+    flavour: str = "kafka4"
 
     def __post_init__(self) -> None:
+        if self.flavour not in FLAVOURS:
+            raise ConfigurationError(
+                f"flavour must be one of {', '.join(FLAVOURS)}, not {self.flavour!r}"
+            )
         if self.initial_rebalance_delay_ms < 0:
             raise ConfigurationError("initial_rebalance_delay_ms must be >= 0")
         if not 0 <= self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
@@ -162,14 +345,16 @@ class CoordinatorConfig:
 
 @dataclass(frozen=True, slots=True)
 class JoinGroupRequestData:
-    """A JoinGroup request. ``rebalance_timeout_ms`` -1 (v0) means the session timeout."""
+    """A JoinGroup request. ``rebalance_timeout_ms`` None (not sent: v0) means the session
+    timeout (KIP-62); a value that was sent is taken as is, -1 included, as Kafka does (a
+    rebalance it bounds then ends at once)."""
 
     group_id: str
     member_id: str
     protocol_type: str
     protocols: Sequence[tuple[str, bytes]]
     session_timeout_ms: int
-    rebalance_timeout_ms: int = -1
+    rebalance_timeout_ms: int | None = None
     group_instance_id: str | None = None
     client_id: str = ""
     client_host: str = ""
@@ -341,7 +526,8 @@ class DescribedMember:
 
 @dataclass(frozen=True, slots=True)
 class DescribedGroup:
-    """Kafka's DescribeGroups answer; a nonexistent group is ``Dead`` with no error (v0-5)."""
+    """Kafka's DescribeGroups answer; a nonexistent group is ``Dead`` with no error (v0-5).
+    ``authorized_operations`` is the v3+ bitfield (with no authorizer: every group operation)."""
 
     error_code: int
     group_id: str
@@ -349,6 +535,7 @@ class DescribedGroup:
     protocol_type: str
     protocol_data: str
     members: tuple[DescribedMember, ...] = ()
+    authorized_operations: int = _MIN_INT32
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,8 +572,14 @@ class GroupView:
     pending_members: tuple[str, ...] = field(default=())
 
 
-JoinCallback = Callable[[JoinGroupResponseData], None]
-SyncCallback = Callable[[SyncGroupResponseData], None]
+#: A parked answer's callback. ``None`` means Kafka never answers that request: a JoinGroup or
+#: SyncGroup superseded by the same member's next one, or the SyncGroup of a member that left
+#: (its connection stays muted as Kafka's does, until it closes or idles out).
+JoinCallback = Callable[[JoinGroupResponseData | None], None]
+SyncCallback = Callable[[SyncGroupResponseData | None], None]
+
+#: The bitfield of the group operations (READ 3, DELETE 6, DESCRIBE 8) with no authorizer.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 GroupState = State
@@ -407,7 +600,13 @@ class GroupCoordinator:
     """Kafka's classic group coordinator, sans-I/O. See the module docstring for the wiring.
 
     ``id_factory(prefix)`` makes member ids (default ``f"{prefix}-{uuid4()}"``, the prefix being
-    the client_id, or the group_instance_id for static members, as Kafka does).
+    the client_id, or the group_instance_id for static members, as Kafka does; the ``kafka2``
+    flavour builds static ids from the group's state timestamp, as Kafka 2.3 did, unless an
+    ``id_factory`` is given).
+
+    ``rule_hits`` maps each group id to the :data:`RULES` that decided something for it which
+    another flavour would have decided differently (the conformance suite explains differences
+    between flavours with it).
 
     Every public call first runs the timers that are due at ``now`` (so a late ``on_timer`` never
     lets an expired member act), then handles the request, then runs what became due at once
@@ -422,13 +621,28 @@ class GroupCoordinator:
         id_factory: Callable[[str], str] | None = None,
     ) -> None:
         self.config = config if config is not None else CoordinatorConfig()
+        self._custom_ids = id_factory is not None
         self._id_factory = id_factory if id_factory is not None else _uuid_member_id
+        self.rule_hits: dict[str, set[str]] = {}
         self._groups: dict[str, ClassicGroup] = {}
         self._offsets: dict[str, dict[tuple[str, int], _Offset]] = {}
         self._outbox: list[tuple[Callable[[Any], None], object]] = []
         self._timers: list[tuple[float, int, str, str, str]] = []
         self._seq = 0
         self._flushing = False
+
+    @property
+    def flavour(self) -> Flavour:
+        return FLAVOURS[self.config.flavour]
+
+    def _hit(self, group: ClassicGroup | str, rule: str) -> None:
+        gid = group if isinstance(group, str) else group.group_id
+        self.rule_hits.setdefault(gid, set()).add(rule)
+
+    def _new_group(self, group_id: str, now: float) -> ClassicGroup:
+        group = ClassicGroup(group_id, self.config.flavour, state_since=now)
+        self._groups[group_id] = group
+        return group
 
     # ================================================================ JoinGroup
 
@@ -459,13 +673,16 @@ class GroupCoordinator:
             # group we do not know is told UNKNOWN_MEMBER_ID (getOrMaybeCreateGroup).
             if not is_unknown:
                 return fail(ErrorCode.UNKNOWN_MEMBER_ID)
-            group = ClassicGroup(req.group_id)
-            self._groups[req.group_id] = group
+            group = self._new_group(req.group_id, now)
 
-        if not self._accept_joining_member(group, req.member_id):
+        if not self._accept_joining_member(group, req.member_id, is_unknown):
             removed = group.remove(req.member_id)
             if removed is not None:
                 self._answer_parked(removed, ErrorCode.UNKNOWN_MEMBER_ID)
+            if not self.flavour.accept_joining_member and req.group_instance_id is not None:
+                # Kafka 2.3 also drops the static mapping of the instance id it refused, even
+                # when that id belongs to a member that stays (removeStaticMember).
+                group.static_members.pop(req.group_instance_id, None)
             fail(ErrorCode.GROUP_MAX_SIZE_REACHED, _NO_MEMBER_ID)
         elif is_unknown:
             self._new_member_join(group, req, now, respond)
@@ -475,10 +692,25 @@ class GroupCoordinator:
         if group.is_in(State.PREPARING_REBALANCE):
             self._try_complete_join(group, now)
 
-    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
-        """GROUP_MAX_SIZE_REACHED rule (KIP-389, ``acceptJoiningMember``)."""
+    def _accept_joining_member(self, group: ClassicGroup, member_id: str, is_unknown: bool) -> bool:
+        """GROUP_MAX_SIZE_REACHED rule (KIP-389; ``acceptJoiningMember`` since KAFKA-9885)."""
         max_size = self.config.group_max_size
-        if max_size is None or group.is_in(State.EMPTY, State.DEAD):
+        if max_size is None:
+            return True
+        newer = self._accept_joining_member_newer(group, member_id, max_size)
+        # Kafka 2.3: an over-capacity group sheds known members that have not rejoined yet, and
+        # a member without id is refused once the group is full; a pending (KIP-394) id is not
+        # checked at all.
+        member = group.members.get(member_id)
+        shed = len(group.members) > max_size and member is not None and not member.is_awaiting_join
+        older = not (shed or (is_unknown and len(group.members) >= max_size))
+        if older != newer:
+            self._hit(group, "group-max-size")
+        return newer if self.flavour.accept_joining_member else older
+
+    @staticmethod
+    def _accept_joining_member_newer(group: ClassicGroup, member_id: str, max_size: int) -> bool:
+        if group.is_in(State.EMPTY, State.DEAD):
             return True
         if group.is_in(State.PREPARING_REBALANCE):
             # Counting the members awaiting join (not the group size) lets the last rejoining
@@ -489,9 +721,13 @@ class GroupCoordinator:
             )
         return group.has(member_id) or len(group.members) < max_size
 
-    def _rebalance_timeout(self, req: JoinGroupRequestData) -> int:
-        # JoinGroup v0 has no rebalance timeout: the session timeout is used (KIP-62).
-        return req.rebalance_timeout_ms if req.rebalance_timeout_ms >= 0 else req.session_timeout_ms
+    @staticmethod
+    def _rebalance_timeout(req: JoinGroupRequestData) -> int:
+        # JoinGroup v0 has no rebalance timeout: the session timeout is used (KIP-62). From v1
+        # Kafka takes the value as sent, -1 included.
+        if req.api_version == 0 or req.rebalance_timeout_ms is None:
+            return req.session_timeout_ms
+        return req.rebalance_timeout_ms
 
     def _new_member_join(
         self, group: ClassicGroup, req: JoinGroupRequestData, now: float, respond: JoinCallback
@@ -507,7 +743,20 @@ class GroupCoordinator:
             self._send(respond, JoinGroupResponseData(error_code=code, member_id=_NO_MEMBER_ID))
             return
         prefix = req.group_instance_id if req.group_instance_id is not None else req.client_id
-        new_member_id = self._id_factory(prefix)
+        if req.group_instance_id is not None:
+            self._hit(group, "static-member-id")
+        if (
+            req.group_instance_id is not None
+            and self.flavour.static_member_id_from_state_time
+            and not self._custom_ids
+        ):
+            # Kafka 2.3: instance id and the time of the group's last state change (KAFKA-8715:
+            # two restarts without a state change in between get the same id). Kafka counts
+            # milliseconds; we count microseconds: this broker changes state several times
+            # within a millisecond, which Kafka's purgatory and network do not.
+            new_member_id = f"{prefix}-{round(group.state_since * 1_000_000)}"
+        else:
+            new_member_id = self._id_factory(prefix)
         if req.group_instance_id is not None:
             old_member_id = group.static_members.get(req.group_instance_id)
             if old_member_id is not None:
@@ -552,7 +801,7 @@ class GroupCoordinator:
                 # which reaches the client as UNKNOWN_SERVER_ERROR.
                 return fail(ErrorCode.UNKNOWN_SERVER_ERROR)
             return self._add_member_and_rebalance(group, member_id, req, now, respond)
-        error = self._validate_current_member(group, member_id, req.group_instance_id)
+        error = self._validate_current_member(group, member_id, req.group_instance_id, strict=True)
         if error is not None:
             return fail(error)
         member = group.members[member_id]
@@ -589,6 +838,8 @@ class GroupCoordinator:
         members: tuple[JoinGroupMember, ...] = ()
         if with_members and group.protocol_name is not None:
             protocol = group.protocol_name
+            if len(group.members) > 1:
+                self._hit(group, "member-order")
             members = tuple(
                 JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(protocol))
                 for m in group.members.values()
@@ -623,9 +874,13 @@ class GroupCoordinator:
             protocols=tuple(req.protocols),
             is_new=True,
         )
-        # The initial delay is extended only while the group has never formed (generation 0).
-        if group.is_in(State.PREPARING_REBALANCE) and group.generation_id == 0:
-            group.new_member_added = True
+        # The initial delay is extended by a newcomer: before 4.0 only while the group never
+        # formed (generation 0); 4.x whenever this rebalance started from Empty.
+        if group.is_in(State.PREPARING_REBALANCE) and group.join_is_initial:
+            if group.generation_id != 0:
+                self._hit(group, "initial-delay")
+            if group.generation_id == 0 or self.flavour.initial_delay_4x:
+                group.new_member_added = True
         group.add(member, respond)
         # A new member has no id to heartbeat with yet: it expires on the new-member join
         # timeout instead (KAFKA-7610), so a client that gave up cannot hold the rebalance.
@@ -645,14 +900,8 @@ class GroupCoordinator:
         member.session_timeout_ms = req.session_timeout_ms
         if respond is not None:
             if member.join_callback is not None:
-                # Kafka silently drops a superseded JoinGroup (the client gave up on it); we
-                # answer it so each callback is called exactly once.
-                self._send(
-                    member.join_callback,
-                    JoinGroupResponseData(
-                        error_code=ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id
-                    ),
-                )
+                # Kafka drops a superseded JoinGroup: it is never answered (updateMember).
+                self._send(member.join_callback, None)
             member.join_callback = respond
 
     def _update_member_and_rebalance(
@@ -695,10 +944,19 @@ class GroupCoordinator:
         self._schedule_heartbeat(group, member, now)
         self._update_member(group, member, req, respond)
 
+        older = not self.flavour.static_restart_checks_protocol
         if group.is_in(State.STABLE):
-            # No rebalance unless the group's protocol would change with the new metadata.
-            if group.select_protocol() == group.protocol_name:
-                group.stored = group.to_stored()
+            # No rebalance unless the group's protocol would change with the new metadata
+            # (KAFKA-10284); Kafka 2.3 never rebalanced here.
+            same_protocol = group.select_protocol() == group.protocol_name
+            if group.vote_tie_varies:
+                self._hit(group, "vote-tie")
+            if not same_protocol:
+                self._hit(group, "static-restart-protocol")
+            if same_protocol or older:
+                if not older:
+                    # Persisted since KAFKA-10284 (a failover keeps the new member id).
+                    group.stored = group.to_stored()
                 join_cb = member.join_callback
                 member.join_callback = None
                 if join_cb is None:  # pragma: no cover - set just above
@@ -724,9 +982,22 @@ class GroupCoordinator:
             else:
                 self._maybe_prepare_rebalance(group, now)
         elif group.is_in(State.COMPLETING_REBALANCE):
-            # The leader may have been sent the old member id; its assignment would miss the
-            # new id, so start over.
-            self._prepare_rebalance(group, now)
+            self._hit(group, "static-restart-completing")
+            if self.flavour.static_restart_in_completing_rebalances:
+                # The leader may have been sent the old member id; its assignment would miss
+                # the new id, so start over (KAFKA-9801).
+                self._prepare_rebalance(group, now)
+            else:
+                # Kafka 2.3 answers at once with the current generation and the old leader
+                # id; the leader's assignment (made for the old id) gives this member nothing.
+                join_cb, member.join_callback = member.join_callback, None
+                if join_cb is not None:
+                    self._send(
+                        join_cb,
+                        self._join_result(
+                            group, member, with_members=False, leader=current_leader or ""
+                        ),
+                    )
         # PreparingRebalance: the member now simply awaits the join like the others.
 
     def _maybe_prepare_rebalance(self, group: ClassicGroup, now: float) -> None:
@@ -752,19 +1023,27 @@ class GroupCoordinator:
             group.join_is_initial = False
             group.join_deadline = now + group.rebalance_timeout_ms() / 1000
         self._arm(group.join_deadline, "join", group.group_id)
-        group.transition_to(State.PREPARING_REBALANCE)
+        group.transition_to(State.PREPARING_REBALANCE, now)
         self._try_complete_join(group, now)
 
-    def _try_complete_join(self, group: ClassicGroup, now: float) -> None:
-        """DelayedJoin.tryComplete: done once every member rejoined (InitialDelayedJoin only
-        completes on its timer)."""
-        if (
+    def _try_complete_join(self, group: ClassicGroup, now: float, *, removal: bool = False) -> None:
+        """DelayedJoin.tryComplete: done once every member rejoined. The initial delay
+        (InitialDelayedJoin) only completes on its timer, except in 4.x when a member or
+        pending member was just removed (``removal``): its removal paths complete the join
+        whenever everyone left has joined."""
+        if not (
             group.is_in(State.PREPARING_REBALANCE)
             and group.join_deadline is not None
-            and not group.join_is_initial
             and group.has_all_members_joined()
         ):
-            self._complete_join(group, now)
+            return
+        if group.join_is_initial:
+            if not removal:
+                return
+            self._hit(group, "initial-delay")
+            if not self.flavour.initial_delay_4x:
+                return
+        self._complete_join(group, now)
 
     def _expire_join(self, group: ClassicGroup, now: float) -> None:
         if group.join_is_initial and group.new_member_added and group.initial_remaining_ms != 0:
@@ -795,7 +1074,9 @@ class GroupCoordinator:
             group.join_deadline = now + max(group.rebalance_timeout_ms(), 1) / 1000
             self._arm(group.join_deadline, "join", group.group_id)
             return
-        group.init_next_generation()
+        group.init_next_generation(now)
+        if group.vote_tie_varies:
+            self._hit(group, "vote-tie")
         if group.is_in(State.EMPTY):
             group.stored = group.to_stored()
             return
@@ -806,10 +1087,12 @@ class GroupCoordinator:
             self._schedule_heartbeat(group, member, now)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
-        # KAFKA-12890 (DelayedSync): members must send SyncGroup within the rebalance timeout.
-        group.sync_generation = group.generation_id
-        group.sync_deadline = now + group.rebalance_timeout_ms() / 1000
-        self._arm(group.sync_deadline, "sync", group.group_id)
+        if self.flavour.pending_sync_timeout:
+            # KAFKA-12890 (DelayedSync): members must send SyncGroup within the rebalance
+            # timeout (Kafka 2.3 waits for them forever).
+            group.sync_generation = group.generation_id
+            group.sync_deadline = now + group.rebalance_timeout_ms() / 1000
+            self._arm(group.sync_deadline, "sync", group.group_id)
 
     # ================================================================ SyncGroup
 
@@ -851,11 +1134,8 @@ class GroupCoordinator:
         elif group.is_in(State.COMPLETING_REBALANCE):
             member = group.members[req.member_id]
             if member.sync_callback is not None:
-                # Superseded (Kafka drops it silently); answered so it is called exactly once.
-                self._send(
-                    member.sync_callback,
-                    SyncGroupResponseData(error_code=ErrorCode.REBALANCE_IN_PROGRESS),
-                )
+                # Superseded: Kafka overwrites the parked callback, never answering it.
+                self._send(member.sync_callback, None)
             member.sync_callback = respond
             self._remove_pending_sync_member(group, req.member_id)
             if group.is_leader(req.member_id):
@@ -866,7 +1146,7 @@ class GroupCoordinator:
                     m.assignment = assignment.get(m.member_id, b"")
                 group.stored = group.to_stored()
                 self._propagate_assignment(group, ErrorCode.NONE, now)
-                group.transition_to(State.STABLE)
+                group.transition_to(State.STABLE, now)
         elif group.is_in(State.STABLE):
             self._remove_pending_sync_member(group, req.member_id)
             member = group.members[req.member_id]
@@ -936,11 +1216,17 @@ class GroupCoordinator:
             return ErrorCode.ILLEGAL_GENERATION
         if group.is_in(State.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_in(State.COMPLETING_REBALANCE):
+            # A member may heartbeat between its JoinGroup answer and its SyncGroup: NONE, and
+            # the session restarts (KAFKA-10134); Kafka 2.3 said REBALANCE_IN_PROGRESS and left
+            # the session alone.
+            self._hit(group, "heartbeat-completing")
+            code = self.flavour.heartbeat_in_completing_rebalance
+            if code != ErrorCode.NONE:
+                return code
         self._schedule_heartbeat(group, group.members[req.member_id], now)
         if group.is_in(State.PREPARING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
-        # CompletingRebalance answers NONE: a member may heartbeat between its JoinGroup answer
-        # and its SyncGroup (apache/kafka#8834; older brokers said REBALANCE_IN_PROGRESS).
         return ErrorCode.NONE
 
     # ================================================================ LeaveGroup
@@ -983,7 +1269,7 @@ class GroupCoordinator:
                     results.append(result(ident, ErrorCode.NONE))
             elif ident.member_id in group.pending_members:
                 del group.pending_members[ident.member_id]
-                self._try_complete_join(group, now)
+                self._try_complete_join(group, now, removal=True)
                 results.append(result(ident, ErrorCode.NONE))
             else:
                 error = self._validate_current_member(
@@ -1000,36 +1286,52 @@ class GroupCoordinator:
     def _remove_member_and_update_group(
         self, group: ClassicGroup, member: Member, now: float
     ) -> None:
-        """``removeMemberAndUpdateGroup``: answer its parked requests, rebalance if needed."""
+        """``removeMemberAndUpdateGroup``: a parked JoinGroup is answered UNKNOWN_MEMBER_ID; a
+        parked SyncGroup never is (Kafka only answers the join callback, then forgets the
+        member); rebalance if needed."""
         group.remove(member.member_id)
         member.heartbeat_deadline = None
-        self._answer_parked(member, ErrorCode.UNKNOWN_MEMBER_ID)
+        self._answer_parked(member, ErrorCode.UNKNOWN_MEMBER_ID, drop_sync=True)
         if group.is_in(State.STABLE, State.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group, now)
         elif group.is_in(State.PREPARING_REBALANCE):
-            self._try_complete_join(group, now)
+            self._try_complete_join(group, now, removal=True)
 
-    def _answer_parked(self, member: Member, code: ErrorCode) -> None:
+    def _answer_parked(self, member: Member, code: ErrorCode, *, drop_sync: bool = False) -> None:
         if member.join_callback is not None:
             cb, member.join_callback = member.join_callback, None
             self._send(cb, JoinGroupResponseData(error_code=code, member_id=_NO_MEMBER_ID))
         if member.sync_callback is not None:
             scb, member.sync_callback = member.sync_callback, None
-            self._send(scb, SyncGroupResponseData(error_code=code))
+            self._send(scb, None if drop_sync else SyncGroupResponseData(error_code=code))
 
     # ================================================================ validation
 
-    @staticmethod
     def _validate_current_member(
-        group: ClassicGroup, member_id: str, group_instance_id: str | None
+        self,
+        group: ClassicGroup,
+        member_id: str,
+        group_instance_id: str | None,
+        *,
+        strict: bool | None = None,
     ) -> ErrorCode | None:
         """``validateCurrentMember``: a known instance id must map to ``member_id`` (else the
-        caller is a fenced zombie, KIP-345), and ``member_id`` must be a member."""
+        caller is a fenced zombie, KIP-345), and ``member_id`` must be a member. An instance id
+        the group does not know is UNKNOWN_MEMBER_ID (``strict``: always on JoinGroup; elsewhere
+        since Kafka 3.0, 2.3 only checked for fencing)."""
+        if strict is None:
+            strict = self.flavour.unknown_instance_id_fails
+            varies = True  # Heartbeat, SyncGroup, OffsetCommit: 2.3 ignored an unknown id
+        else:
+            varies = False
         if group_instance_id is not None:
             current = group.static_members.get(group_instance_id)
             if current is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if current != member_id:
+                if varies:
+                    self._hit(group, "unknown-instance-id")
+                if strict:
+                    return ErrorCode.UNKNOWN_MEMBER_ID
+            elif current != member_id:
                 return ErrorCode.FENCED_INSTANCE_ID
         if not group.has(member_id):
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -1059,14 +1361,10 @@ class GroupCoordinator:
             if req.generation_id >= 0:
                 # Not a simple-consumer commit, and no such group: a commit from an older life.
                 return all_fail(ErrorCode.ILLEGAL_GENERATION)
-            group = ClassicGroup(req.group_id)
-            self._groups[req.group_id] = group
+            group = self._new_group(req.group_id, now)
         error = self._validate_offset_commit(group, req)
         if error is not None:
             return all_fail(error)
-        if group.is_in(State.COMPLETING_REBALANCE):
-            # The member has its JoinGroup answer but not its assignment yet.
-            return all_fail(ErrorCode.REBALANCE_IN_PROGRESS)
         if group.is_in(State.STABLE, State.PREPARING_REBALANCE):
             # Commits are accepted while PreparingRebalance: the member learns of the rebalance
             # from its heartbeat, and KIP-429 members keep committing what they still own.
@@ -1075,7 +1373,8 @@ class GroupCoordinator:
         out: list[tuple[str, int, int]] = []
         for p in req.partitions:
             metadata = p.committed_metadata if p.committed_metadata is not None else ""
-            if len(metadata.encode("utf-8", "surrogatepass")) > (
+            # Kafka checks String.length(): UTF-16 code units, not bytes.
+            if len(metadata.encode("utf-16-le", "surrogatepass")) // 2 > (
                 self.config.offset_metadata_max_bytes
             ):
                 out.append((p.topic, p.partition, int(ErrorCode.OFFSET_METADATA_TOO_LARGE)))
@@ -1090,11 +1389,29 @@ class GroupCoordinator:
         self, group: ClassicGroup, req: OffsetCommitRequestData
     ) -> ErrorCode | None:
         """``validateOffsetCommit``: generation -1 commits only into an Empty group (admin /
-        manual assignment); anything naming a member must be that member at this generation."""
+        manual assignment); anything naming a member must be that member at this generation;
+        nothing is committed while CompletingRebalance (the member has its JoinGroup answer but
+        not its assignment yet)."""
         if group.is_in(State.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if req.generation_id < 0 and group.is_in(State.EMPTY):
             return None
+        if group.is_in(State.COMPLETING_REBALANCE):
+            newer = self._validate_member_commit(group, req) or ErrorCode.REBALANCE_IN_PROGRESS
+            if newer != ErrorCode.REBALANCE_IN_PROGRESS:
+                self._hit(group, "commit-completing")
+            if self.flavour.commit_checks_members_first:
+                return newer
+            # Kafka 2.3: only a fenced instance is told so before REBALANCE_IN_PROGRESS.
+            fenced = self._validate_current_member(group, req.member_id, req.group_instance_id)
+            if fenced == ErrorCode.FENCED_INSTANCE_ID:
+                return fenced
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return self._validate_member_commit(group, req)
+
+    def _validate_member_commit(
+        self, group: ClassicGroup, req: OffsetCommitRequestData
+    ) -> ErrorCode | None:
         if (
             req.generation_id >= 0
             or req.member_id != _NO_MEMBER_ID
@@ -1138,27 +1455,49 @@ class GroupCoordinator:
     # ================================================================ admin
 
     def describe_groups(
-        self, group_ids: Sequence[str], api_version: int = 5
+        self,
+        group_ids: Sequence[str],
+        api_version: int = 5,
+        include_authorized_operations: bool = False,
     ) -> list[DescribedGroup]:
         """``handleDescribeGroup``. Member metadata, assignments and the protocol name are shown
         only for a Stable group (``GroupMetadata.summary``); a missing group is Dead (v0-5) or
-        GROUP_ID_NOT_FOUND (v6+)."""
+        GROUP_ID_NOT_FOUND (v6+). v3+ carries the authorized operations when asked for (with no
+        authorizer, every group operation); otherwise the flavour's default."""
+        flavour = self.flavour
+        operations = flavour.authorized_operations_default
+        if include_authorized_operations:
+            operations = GROUP_OPERATIONS
+        if api_version >= 3 and not include_authorized_operations:
+            for gid in group_ids:
+                self._hit(gid, "authorized-operations")
         out: list[DescribedGroup] = []
         for gid in group_ids:
             group = self._groups.get(gid)
             if group is None or group.is_in(State.DEAD):
                 code = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
-                out.append(DescribedGroup(code, gid, State.DEAD.value, "", ""))
+                out.append(DescribedGroup(code, gid, State.DEAD.value, "", "", (), operations))
                 continue
             stable = group.is_in(State.STABLE) and group.protocol_name is not None
             protocol = group.protocol_name if stable and group.protocol_name else ""
+            if stable:
+                self._hit(group, "describe-metadata")
+                if len(group.members) > 1:
+                    self._hit(group, "member-order")
             members = tuple(
                 DescribedMember(
                     member_id=m.member_id,
                     group_instance_id=m.group_instance_id,
                     client_id=m.client_id,
                     client_host=m.client_host,
-                    member_metadata=m.metadata(protocol) if stable else b"",
+                    # Kafka 2.3 filled the metadata with the assignment (KAFKA-9150).
+                    member_metadata=(
+                        b""
+                        if not stable
+                        else m.assignment
+                        if flavour.describe_metadata_is_assignment
+                        else m.metadata(protocol)
+                    ),
                     member_assignment=m.assignment if stable else b"",
                 )
                 for m in group.members.values()
@@ -1171,6 +1510,7 @@ class GroupCoordinator:
                     group.protocol_type or "",
                     protocol,
                     members,
+                    operations,
                 )
             )
         return out
@@ -1193,7 +1533,7 @@ class GroupCoordinator:
             if group is None or group.is_in(State.DEAD):
                 out.append((gid, int(ErrorCode.GROUP_ID_NOT_FOUND)))
             elif group.is_in(State.EMPTY):
-                group.transition_to(State.DEAD)
+                group.transition_to(State.DEAD, now)
                 del self._groups[gid]
                 self._offsets.pop(gid, None)
                 out.append((gid, int(ErrorCode.NONE)))
@@ -1201,6 +1541,26 @@ class GroupCoordinator:
                 out.append((gid, int(ErrorCode.NON_EMPTY_GROUP)))
         self._flush()
         return out
+
+    def delete_partitions(self, partitions: Sequence[tuple[str, int]], now: float) -> int:
+        """``handleDeletedPartitions`` (a topic was deleted): every group forgets its offsets
+        for ``partitions``; then, as Kafka's ``cleanupGroupMetadata`` does for *every* group it
+        scans, an Empty group left without offsets is Dead and gone. Returns how many offsets
+        were removed."""
+        self._run_timers(now)
+        gone = set(partitions)
+        removed = 0
+        for store in self._offsets.values():
+            for key in [k for k in store if k in gone]:
+                del store[key]
+                removed += 1
+        for gid, group in list(self._groups.items()):
+            if group.is_in(State.EMPTY) and not self._offsets.get(gid):
+                group.transition_to(State.DEAD, now)
+                del self._groups[gid]
+                self._offsets.pop(gid, None)
+        self._flush()
+        return removed
 
     # ================================================================ timers
 
@@ -1256,7 +1616,7 @@ class GroupCoordinator:
                 # KIP-394: a member id handed out but never used expires after a session.
                 del group.pending_members[mid]
                 if group.is_in(State.PREPARING_REBALANCE):
-                    self._try_complete_join(group, now)
+                    self._try_complete_join(group, now, removal=True)
             else:
                 self._expire_member(group, group.members[mid], now)
         raise LocalProtocolError("coordinator timers did not settle")  # pragma: no cover
@@ -1278,6 +1638,7 @@ class GroupCoordinator:
         if not group.is_in(State.COMPLETING_REBALANCE, State.STABLE):
             return
         if group.pending_sync_members:
+            self._hit(group, "pending-sync-timeout")
             for mid in sorted(group.pending_sync_members):
                 removed = group.remove(mid)
                 if removed is not None:
@@ -1313,7 +1674,7 @@ class GroupCoordinator:
             stored = old[gid].stored if gid in old else None
             if stored is None and gid not in self._offsets:
                 continue
-            group = ClassicGroup.from_stored(gid, stored)
+            group = ClassicGroup.from_stored(gid, stored, self.config.flavour, now)
             for member in group.members.values():
                 self._schedule_heartbeat(group, member, now)
             self._groups[gid] = group

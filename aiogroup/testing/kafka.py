@@ -633,14 +633,19 @@ class KafkaBroker:
     def _broker_ok(self) -> bool:
         """Ready once the broker answers Metadata as controller and can coordinate a group.
 
-        The first FindCoordinator creates ``__consumer_offsets``; waiting for its answer here
-        means no test pays for (or has to retry through) that creation.
+        The first FindCoordinator creates ``__consumer_offsets``; then the coordinator loads
+        that partition and answers COORDINATOR_LOAD_IN_PROGRESS (14) until it has. Waiting for
+        a DescribeGroups answer without error here means no test pays for (or has to retry
+        through) either, after a start or a :meth:`restart_broker`.
         """
         meta = self.request("Metadata", 1, {"topics": []})
         if meta.controller_id < 0 or not meta.brokers:
             return False
         found = self.request("FindCoordinator", 1, {"key": "aiogroup-warmup", "key_type": 0})
-        return int(found.error_code) == 0
+        if int(found.error_code) != 0:
+            return False
+        described = self.request("DescribeGroups", 0, {"groups": ["aiogroup-warmup"]})
+        return int(described.groups[0].error_code) == 0
 
     def stop(self) -> None:
         """Stop the broker, then ZooKeeper (by pid: SIGTERM, then SIGKILL after 15 s)."""

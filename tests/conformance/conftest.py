@@ -1,252 +1,104 @@
-"""Conformance suite plumbing: brokers, real-client peer processes, topics.
+"""The conformance suite: the same scenarios on every broker, compared with Apache Kafka 2.3.
 
-Every scenario runs real clients (librdkafka through confluent-kafka, and kafka-python 3) in
-their own processes (see ``peer.py``) against each broker: the embedded one and Tansu (and
-Apache Kafka where Docker runs). Scenarios of one broker run concurrently (Tansu holds each
-JoinGroup for half a session, so sequential runs would take minutes).
+See ``engine.py`` (the run and the table), ``scenarios.py`` (the registry and raw-protocol
+tools), ``raw_scenarios.py`` and ``peer_scenarios.py`` (the scenarios). Regenerate the table in
+docs/conformance.md with::
+
+    .venv/bin/pytest tests/conformance --conformance-table docs/conformance.md
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-import os
-import signal
-import subprocess
-import sys
-import threading
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aiogroup.testing.fixtures import BrokerHandle, kafka_broker
+from . import peer_scenarios, raw_scenarios  # noqa: F401 - registers the scenarios
+from .engine import KINDS, LABELS, Conformance, write_outcomes, write_table
+from .peers import Peer, Peers, create_topic, produce, settings
+from .scenarios import unique
 
-# Re-exported so that pytest registers the package's ``kafka_broker`` fixture for this folder.
-__all__ = ["kafka_broker"]
+# Other suites (tests/safety) start real-client peers with these.
+__all__ = ["Peer", "Peers", "create_topic", "produce", "settings", "unique"]
 
-PEER = Path(__file__).with_name("peer.py")
-SESSION_MS = 6000
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+_KEY = pytest.StashKey[Conformance]()
 
 
-def settings(handle: BrokerHandle) -> dict[str, Any]:
-    """Heartbeat and waits per broker (Tansu: slow rebalances, no timing assertions)."""
-    if handle.kind == "tansu":
-        return {"heartbeat_ms": 1000, "wait": 5 * SESSION_MS / 1000 + 30}
-    return {"heartbeat_ms": 500, "wait": 60.0}
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--conformance-table",
+        metavar="PATH",
+        default=None,
+        help="write the conformance table (scenario x broker) into PATH (between its markers)",
+    )
+    parser.addoption(
+        "--conformance-outcomes",
+        metavar="PATH",
+        default=None,
+        help="write every scenario's outcome on every broker as JSON to PATH",
+    )
 
 
-class Peer:
-    """A consumer process; its JSON-line events are collected by a reader thread."""
-
-    def __init__(
-        self,
-        handle: BrokerHandle,
-        kind: str,
-        *,
-        group: str,
-        topic: str,
-        name: str,
-        assignors: str = "range",
-        instance_id: str = "",
-        cond: threading.Condition | None = None,
-    ) -> None:
-        self.name = name
-        self.kind = kind
-        self.handle = handle
-        self.group = group
-        self.wait_s: float = settings(handle)["wait"]
-        cmd = [
-            sys.executable,
-            str(PEER),
-            kind,
-            "--bootstrap",
-            handle.bootstrap,
-            "--group",
-            group,
-            "--topic",
-            topic,
-            "--name",
-            name,
-            "--assignors",
-            assignors,
-            "--session-ms",
-            str(SESSION_MS),
-            "--heartbeat-ms",
-            str(settings(handle)["heartbeat_ms"]),
-        ]
-        if instance_id:
-            cmd += ["--instance-id", instance_id]
-        self.events: list[dict[str, Any]] = []
-        # Shared by every peer of a scenario: predicates may look at several peers.
-        self.cond = cond or threading.Condition()
-        self.proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            with self.cond:
-                self.events.append(event)
-                self.cond.notify_all()
-        with self.cond:
-            self.events.append({"event": "exited"})
-            self.cond.notify_all()
-
-    def wait_for(self, predicate: Callable[[Peer], bool], what: str, timeout: float = 0) -> None:
-        deadline = time.monotonic() + (timeout or self.wait_s)
-        with self.cond:
-            # Woken by any peer's event; re-checked every 0.2 s too, for state that does not
-            # notify (raw-request members on their own loops). Bounded by the deadline.
-            while not predicate(self):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    if os.environ.get("PEER_TRACEBACKS") and self.proc.poll() is None:
-                        self.proc.send_signal(signal.SIGUSR1)
-                    view = self.handle.embedded.group(self.group) if self.handle.embedded else None
-                    raise AssertionError(
-                        f"{self.name}: timed out waiting for {what}: {self.events}; group {view}"
-                    )
-                self.cond.wait(min(left, 0.2))
-
-    def owned(self) -> list[int] | None:
-        owned = [e["partitions"] for e in self.events if e["event"] == "owned"]
-        return owned[-1] if owned else None
-
-    def revoked(self) -> list[int]:
-        return sorted(p for e in self.events if e["event"] == "revoked" for p in e["partitions"])
-
-    def errors(self) -> list[int | None]:
-        return [e.get("code") for e in self.events if e["event"] == "error"]
-
-    def consumed(self) -> int:
-        counts = [e["count"] for e in self.events if e["event"] == "consumed"]
-        return counts[-1] if counts else 0
-
-    def command(self, text: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(text + "\n")
-        self.proc.stdin.flush()
-
-    def close(self) -> None:
-        """A clean close (the consumer leaves the group unless static), bounded."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(BrokenPipeError, OSError):
-                self.command("close")
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
+def get_conformance(config: pytest.Config) -> Conformance:
+    if _KEY not in config.stash:
+        config.stash[_KEY] = Conformance(config)
+    return config.stash[_KEY]
 
 
-class Peers:
-    """Starts peers and guarantees they are gone at the end of a scenario."""
-
-    def __init__(self, handle: BrokerHandle) -> None:
-        self.handle = handle
-        self.all: list[Peer] = []
-        self.cond = threading.Condition()
-
-    def start(self, kind: str, **kwargs: Any) -> Peer:
-        peer = Peer(self.handle, kind, cond=self.cond, **kwargs)
-        self.all.append(peer)
-        return peer
-
-    def __enter__(self) -> Peers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for peer in self.all:
-            peer.kill()
+@pytest.fixture(scope="session")
+def conformance(pytestconfig: pytest.Config) -> Conformance:
+    return get_conformance(pytestconfig)
 
 
-def create_topic(handle: BrokerHandle, name: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-    admin = AdminClient({"bootstrap.servers": handle.bootstrap})
-    futures = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=10)
-    futures[name].result(timeout=30)
-
-
-def produce(handle: BrokerHandle, topic: str, count: int) -> None:
-    import confluent_kafka as ck
-
-    producer = ck.Producer({"bootstrap.servers": handle.bootstrap, "linger.ms": 0})
-    for i in range(count):
-        producer.produce(topic, value=b"v%d" % i, partition=0)
-    assert producer.flush(30) == 0
-
-
-def raw(coro: Any) -> Any:
-    """Run a RawClient coroutine from a scenario thread."""
-    return asyncio.run(coro)
-
-
-@pytest.fixture(scope="module")
-def handle(kafka_broker: BrokerHandle) -> BrokerHandle:
-    """The package's ``kafka_broker`` (one broker per kind, with its marks) under a short name."""
-    return kafka_broker
-
-
-Scenario = Callable[[BrokerHandle], None]
-SCENARIOS: dict[str, Scenario] = {}
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Note which scenario runs the selected tests need (a kind runs only those)."""
+    selected: dict[str, set[str]] = {}
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or not item.nodeid.startswith("tests/conformance/"):
+            continue
+        params = callspec.params
+        name = params.get("name")
+        if name is None:
+            continue
+        if "kind" in params:
+            selected.setdefault(params["kind"], set()).add(name)
+        elif item.originalname == "test_docker_kafka_matches_its_flavour":
+            for kind in ("kafka", "embedded-kafka3"):
+                selected.setdefault(kind, set()).add(name)
+        elif "flavour" in params:
+            for kind in ("kafka23", f"embedded-{params['flavour']}"):
+                selected.setdefault(kind, set()).add(name)
+        else:
+            for kind in ("kafka23", "embedded-kafka2"):
+                selected.setdefault(kind, set()).add(name)
+        if "embedded-kafka4" in selected or "kafka23" in selected:
+            # Kafka 2.3's reference for scenarios it cannot run is embedded kafka4's.
+            selected.setdefault("embedded-kafka4", set())
+    get_conformance(session.config).selected = selected
 
 
-def scenario(fn: Scenario) -> Scenario:
-    SCENARIOS[fn.__name__] = fn
-    return fn
-
-
-def _timed(name: str, fn: Scenario, handle: BrokerHandle) -> None:
-    start = time.monotonic()
-    try:
-        fn(handle)
-    finally:
-        DURATIONS[(handle.kind, name)] = time.monotonic() - start
-
-
-DURATIONS: dict[tuple[str, str], float] = {}
-
-
-@pytest.fixture(scope="module")
-def runs(handle: BrokerHandle) -> Iterator[dict[str, Future[None]]]:
-    """Every registered scenario, started concurrently on this broker at first use."""
-    workers = 6 if handle.kind == "tansu" else 3
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scenario") as pool:
-        futures = {name: pool.submit(_timed, name, fn, handle) for name, fn in SCENARIOS.items()}
-        yield futures
-        for fut in futures.values():
-            fut.cancel()
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    conformance = session.config.stash.get(_KEY, None)
+    path = session.config.getoption("--conformance-table", default=None)
+    if conformance is not None and path:
+        write_table(conformance, Path(path))
+    outcomes = session.config.getoption("--conformance-outcomes", default=None)
+    if conformance is not None and outcomes:
+        write_outcomes(conformance, Path(outcomes))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if DURATIONS:
-        terminalreporter.write_line("conformance scenario durations (s):")
-        for (kind, name), secs in sorted(DURATIONS.items()):
-            terminalreporter.write_line(f"  {kind:9s} {name:40s} {secs:6.1f}")
+    conformance = terminalreporter.config.stash.get(_KEY, None)
+    if conformance is None or not conformance.futures:
+        return
+    terminalreporter.write_line("conformance runs (wall time per broker, slowest scenarios):")
+    for kind in KINDS:
+        seconds = conformance.run_seconds(kind)
+        if seconds is None:
+            continue
+        results = conformance.done(kind)
+        slowest = sorted(results.items(), key=lambda kv: -kv[1].seconds)[:3]
+        detail = ", ".join(f"{n} {r.seconds:.1f}s" for n, r in slowest)
+        terminalreporter.write_line(f"  {LABELS[kind]:17s} {seconds:6.1f}s  ({detail})")

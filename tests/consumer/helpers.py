@@ -249,3 +249,21 @@ async def poll_until(
             records.extend(rs)
         await asyncio.sleep(0.02)  # the application's work on that record (a slow reader)
     return records
+
+
+class Callbacks:
+    """A rebalance listener that keeps every callback's partitions, by kind."""
+
+    def __init__(self) -> None:
+        self.assigned: list[frozenset[TopicPartition]] = []
+        self.revoked: list[frozenset[TopicPartition]] = []
+        self.lost: list[frozenset[TopicPartition]] = []
+
+    def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        self.assigned.append(partitions)
+
+    def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        self.revoked.append(partitions)
+
+    def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
+        self.lost.append(partitions)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tests.integration.harness import Peer
+from tests.integration.harness import Peer, ownership
 
 PROC = Path(__file__).with_name("consumer_proc.py")
 
@@ -79,17 +79,10 @@ def events(members: Iterable[Member]) -> list[Event]:
 
 def owned(evs: Iterable[Event]) -> dict[str, set[int]]:
     """What each member owns after ``evs`` (partition numbers; one topic per run)."""
-    result: dict[str, set[int]] = {}
-    for e in evs:
-        mine = result.setdefault(e["who"], set())
-        parts = {p for _, p in e.get("partitions", ())}
-        if e["event"] == "assigned":
-            mine |= parts
-        elif e["event"] in ("revoked", "lost"):
-            mine -= parts
-        elif e["event"] == "closed":
-            mine.clear()
-    return result
+    callbacks = [e for e in evs if e["event"] in ("assigned", "revoked", "lost", "closed")]
+    for e in callbacks:
+        e.setdefault("partitions", [])
+    return {who: {p for _, p in parts} for who, parts in ownership(callbacks).items()}
 
 
 def converged(evs: list[Event], members: Iterable[str], partitions: int) -> bool:

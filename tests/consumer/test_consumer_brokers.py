@@ -25,6 +25,7 @@ from aiogroup.testing.fixtures import (  # noqa: F401 - fixtures are found by na
 
 from .helpers import (
     CONVERGE_S,
+    Callbacks,
     by_partition,
     consumer,
     make_topic,
@@ -234,17 +235,8 @@ async def test_poll_interval_leaves_the_group_and_the_next_call_rejoins(
 ) -> None:
     topic, group = unique("t"), unique("g")
     make_topic(kafka_broker, topic, 2)
-    lost: list[frozenset[TopicPartition]] = []
-
-    class Listener:
-        def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
-            pass
-
-        def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
-            pass
-
-        def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
-            lost.append(partitions)
+    callbacks = Callbacks()
+    lost = callbacks.lost
 
     await produce(kafka_broker.bootstrap, topic, {0: 5, 1: 5})
     async with consumer(
@@ -253,7 +245,7 @@ async def test_poll_interval_leaves_the_group_and_the_next_call_rejoins(
         [topic],
         max_poll_interval_ms=1500,
         enable_auto_commit=False,
-        listener=Listener(),
+        listener=callbacks,
     ) as c:
         await read_until(c, lambda rs: len(rs) >= 10)
         # The application stops asking for records: the member leaves (KIP-62).
@@ -298,17 +290,10 @@ async def test_subscribe_pattern_and_unsubscribe(kafka_broker: BrokerHandle) -> 
     make_topic(kafka_broker, second, 1)
     await produce(kafka_broker.bootstrap, first, {0: 3})
     await produce(kafka_broker.bootstrap, second, {0: 2})
-    revoked: list[frozenset[TopicPartition]] = []
-
-    class Listener:
-        def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
-            pass
-
-        def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
-            revoked.append(partitions)
-
+    callbacks = Callbacks()
+    revoked = callbacks.revoked
     group = unique("g")
-    async with consumer(kafka_broker, group, [first], listener=Listener()) as c:
+    async with consumer(kafka_broker, group, [first], listener=callbacks) as c:
         assert [r.value for r in await read_until(c, lambda rs: len(rs) >= 3)] == [
             b"0-0",
             b"0-1",

@@ -18,6 +18,7 @@ from tests.integration.harness import read_events, start_peer
 
 from .helpers import (
     CONVERGE_S,
+    Callbacks,
     Pacer,
     Reader,
     consumer,
@@ -147,18 +148,8 @@ async def test_close_mid_rebalance_commits_what_was_read(
     topic, group = unique("t"), unique("g")
     make_topic(kafka_broker, topic, 6)
     await produce(kafka_broker.bootstrap, topic, {p: 1000 for p in range(6)})
-    revoked: list[frozenset[TopicPartition]] = []
-    lost: list[frozenset[TopicPartition]] = []
-
-    class Listener:
-        def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
-            pass
-
-        def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
-            revoked.append(partitions)
-
-        def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
-            lost.append(partitions)
+    callbacks = Callbacks()
+    revoked, lost = callbacks.revoked, callbacks.lost
 
     a = consumer(
         kafka_broker,
@@ -166,7 +157,7 @@ async def test_close_mid_rebalance_commits_what_was_read(
         [topic],
         auto_commit_interval_ms=3_600_000,
         heartbeat_interval_ms=200,
-        listener=Listener(),
+        listener=callbacks,
     )
     b = consumer(kafka_broker, group, [topic])
     holder = start_peer(

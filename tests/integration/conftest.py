@@ -1,8 +1,12 @@
-"""Brokers for the integration tests: Tansu (always), Apache Kafka via testcontainers (Docker).
+"""Brokers for the integration tests: Tansu (always), Apache Kafka 2.3 (local JVM) and Apache
+Kafka via testcontainers (Docker).
 
-Every test that takes ``cluster`` runs once per broker kind. The Kafka variant is marked
-``docker`` and skips with the reason :func:`docker_engine_available` gives when no Docker engine
-answers. Each module gets its own broker; each test uses fresh group ids and topics.
+Every test that takes ``cluster`` runs once per broker kind. Tansu gets a broker per module;
+Kafka 2.3 is the session's one broker (``aiogroup.testing.fixtures``: it takes seconds and
+~300 MB to start), marked ``kafka23``, skipped with the reason where it cannot run (failed under
+``AIOGROUP_REQUIRE_KAFKA=1``, as CI sets). The Docker variant is marked ``docker`` and skips
+with the reason :func:`docker_engine_available` gives when no Docker engine answers. Each test
+uses fresh group ids and topics.
 """
 
 from __future__ import annotations
@@ -12,12 +16,13 @@ from dataclasses import dataclass
 
 import pytest
 
+from aiogroup.testing.fixtures import apache_kafka  # noqa: F401 - the session fixture, by name
 from aiogroup.testing.tansu import TansuBroker, docker_engine_available, find_tansu
 
 
 @dataclass(frozen=True)
 class Cluster:
-    kind: str  # "tansu" or "kafka"
+    kind: str  # "tansu", "kafka23" or "kafka"
     bootstrap: str
 
 
@@ -45,8 +50,12 @@ def _kafka() -> Iterator[Cluster]:
     scope="module",
     params=[
         pytest.param("tansu", marks=pytest.mark.tansu),
+        pytest.param("kafka23", marks=pytest.mark.kafka23),
         pytest.param("kafka", marks=pytest.mark.docker),
     ],
 )
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    if request.param == "kafka23":
+        yield Cluster("kafka23", request.getfixturevalue("apache_kafka").bootstrap)
+        return
     yield from (_tansu() if request.param == "tansu" else _kafka())

@@ -170,14 +170,15 @@ class RawMember:
         self.stop.set()
         if self.task is not None:
             await self.task
-        await self.client.request(
-            "LeaveGroup",
-            3,
-            {
-                "group_id": self.group,
-                "members": [{"member_id": self.member_id, "group_instance_id": self.instance}],
-            },
+        # The batch form (v3+) where the broker has it; Kafka 2.3 speaks v0-2 only.
+        version = await self.client.version("LeaveGroup")
+        member = {"member_id": self.member_id, "group_instance_id": self.instance}
+        values: dict[str, Any] = (
+            {"group_id": self.group, "members": [member]}
+            if version >= 3
+            else {"group_id": self.group, "member_id": self.member_id}
         )
+        await self.client.request("LeaveGroup", version, values)
         await self.client.close()
 
     async def close(self) -> None:
