@@ -3,7 +3,9 @@
     python -m aiogroup.chaos --broker embedded --runs 20          # 20 runs, seeds printed
     python -m aiogroup.chaos --broker kafka23 --seed 1234         # replay one run's plan
     python -m aiogroup.chaos --broker all --runs 200 --out runs/  # the long run, every broker
+    python -m aiogroup.chaos --broker tansu --runs 50 --jobs 2    # two runs at a time
     python -m aiogroup.chaos --check runs/embedded-1234           # judge a kept run again
+    python -m aiogroup.chaos --table runs/                        # the table of written runs
 
 Exit code 0 when nothing is counted against aiogroup, 1 otherwise, 2 on bad usage.
 """
@@ -13,8 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,11 +58,86 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("chaos-runs"), help="where runs are written")
     p.add_argument("--keep", action="store_true", help="keep member logs of passing runs too")
     p.add_argument("--check", type=Path, metavar="RUN_DIR", help="judge a written run again")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at a time, each job a process with its own broker (default 1)",
+    )
+    p.add_argument("--shard", type=_shard, help=argparse.SUPPRESS)  # K/N: a --jobs worker
+    p.add_argument(
+        "--table", type=Path, metavar="OUT_DIR", help="the table of the runs written under a dir"
+    )
     return p
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError("K/N") from None
+    if not 0 <= k < n:
+        raise argparse.ArgumentTypeError("K/N with 0 <= K < N")
+    return k, n
+
+
+def load_verdicts(out: Path) -> dict[str, list[Verdict]]:
+    """Every ``verdict.json`` under ``out``, by broker (runs in seed order)."""
+    found: dict[str, list[Verdict]] = {}
+    for path in sorted(out.glob("*/verdict.json")):
+        verdict = Verdict.from_dict(json.loads(path.read_text()))
+        found.setdefault(verdict.broker, []).append(verdict)
+    for verdicts in found.values():
+        verdicts.sort(key=lambda v: v.seed or 0)
+    return found
+
+
+def table(out: Path) -> str:
+    """The Markdown table of every run written under ``out`` (one column per broker)."""
+    found = load_verdicts(out)
+    summaries = {}
+    for name in [b for b in BROKERS if b in found]:
+        summary = summarize(found[name])
+        seeds = [v.seed for v in found[name] if v.seed is not None]
+        summary["seeds"] = [min(seeds), max(seeds)] if seeds else []
+        summaries[name] = summary
+    return markdown_table(summaries)
+
+
+def _spawn_jobs(args: argparse.Namespace, argv: list[str], base: int) -> int:
+    """Run ``--jobs`` worker processes (each ``--shard K/N``, its own broker), then print
+    the table of everything they wrote. Workers are stopped by pid if the runner is."""
+    skip = {"--jobs", "--seed"}
+    cleaned: list[str] = []
+    it = iter(argv)
+    for a in it:
+        if a in skip:
+            next(it, None)
+        elif not any(a.startswith(f"{k}=") for k in skip):
+            cleaned.append(a)
+    workers = []
+    for k in range(args.jobs):
+        cmd = [sys.executable, "-m", "aiogroup.chaos", *cleaned]
+        cmd += ["--seed", str(base), "--shard", f"{k}/{args.jobs}"]
+        workers.append(subprocess.Popen(cmd))
+    codes = []
+    try:
+        for w in workers:
+            codes.append(w.wait())
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.terminate()
+                w.wait(60)
+    print(table(args.out))
+    return 1 if any(codes) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.table is not None:
+        print(table(args.table))
+        return 0
     if args.check is not None:
         verdict = check(RunLog.load(args.check))
         print(json.dumps(verdict.to_dict(), indent=1))
@@ -68,6 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         print("--runs must be >= 1", file=sys.stderr)
         return 2
     base = args.seed if args.seed is not None else random.randrange(1_000_000)
+    if args.jobs > 1 and args.shard is None:
+        print(f"chaos: seeds {base}..{base + args.runs - 1}, {args.jobs} jobs", flush=True)
+        return _spawn_jobs(args, sys.argv[1:] if argv is None else argv, base)
+    k, n = args.shard or (0, 1)
+    indices = range(k, args.runs, n)
     brokers = list(BROKERS) if args.broker == "all" else [args.broker]
     print(f"chaos: seeds {base}..{base + args.runs - 1} on {', '.join(brokers)}", flush=True)
     summaries = {}
@@ -76,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         verdicts: list[Verdict] = []
         started = time.monotonic()
         broker = start_broker(name)
+        errors = 0
         try:
-            for i in range(args.runs):
+            for i in indices:
                 config = ChaosConfig(
                     broker=name,
                     seed=base + i,
@@ -92,7 +177,18 @@ def main(argv: list[str] | None = None) -> int:
                     keep=args.keep,
                 )
                 t0 = time.monotonic()
-                verdict = run_once(config, broker)
+                try:
+                    verdict = run_once(config, broker)
+                except Exception:  # the runner's own failure: reported, not judged
+                    traceback.print_exc()
+                    errors += 1
+                    print(f"[{name} {i + 1}/{args.runs}] seed={base + i} runner error", flush=True)
+                    if errors >= 3:  # the broker may be what broke: a fresh one
+                        broker.stop()
+                        broker = start_broker(name)
+                        errors = 0
+                    continue
+                errors = 0
                 verdicts.append(verdict)
                 print(
                     f"[{name} {i + 1}/{args.runs}] {verdict.summary()} "
@@ -109,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         summaries[name] = summary
         failed = failed or bool(summary["failing_seeds"])
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"summary-{name}-{base}.json").write_text(
+        (args.out / f"summary-{name}-{base}-{k}of{n}.json").write_text(
             json.dumps(
                 {"summary": summary, "runs": [v.to_dict() for v in verdicts]}, indent=1
             )

@@ -21,12 +21,15 @@ import re
 import socket
 import threading
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiogroup.chaos.proxy import CuttingProxy
 from aiogroup.protocol import decode_assignment
 from aiogroup.testing import _wire
 from aiogroup.testing.tansu import free_port
+
+if TYPE_CHECKING:
+    from aiogroup.testing.kafka import KafkaBroker
 
 __all__ = ["BROKERS", "ChaosBroker", "start_broker"]
 
@@ -38,6 +41,7 @@ class ChaosBroker(Protocol):
     #: What members connect to.
     bootstrap: str
     can_restart: bool
+    can_cut: bool
 
     def create_topic(self, name: str, partitions: int) -> None: ...
 
@@ -69,6 +73,7 @@ class _Snapshots:
 class EmbeddedChaosBroker:
     kind = "embedded"
     can_restart = True
+    can_cut = True
 
     def __init__(self) -> None:
         from aiogroup.testing import ThreadedBroker
@@ -199,22 +204,33 @@ class _ServerLog:
 class Kafka23ChaosBroker:
     kind = "kafka23"
     can_restart = True
+    can_cut = True
 
-    def __init__(self) -> None:
+    def __init__(self, shared: KafkaBroker | None = None) -> None:
+        """Our own Kafka 2.3 behind the proxy; or, with ``shared``, a broker someone else
+        runs (a test session's): members connect to it directly, and the runner neither
+        restarts it nor cuts connections."""
         from aiogroup.testing.kafka import KafkaBroker
 
-        real = free_port()
-        self.proxy = CuttingProxy("127.0.0.1", real).start()
-        self.kafka = KafkaBroker(
-            config={"advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.proxy.port}"}
-        )
-        self.kafka.listeners[0].port = real
-        try:
-            self.kafka.start()
-        except BaseException:
-            self.proxy.stop()
-            raise
-        self.bootstrap = self.proxy.address
+        self.proxy: CuttingProxy | None = None
+        if shared is not None:
+            self.kafka = shared
+            self.can_restart = self.can_cut = False
+            self._owned = False
+        else:
+            real = free_port()
+            self.proxy = CuttingProxy("127.0.0.1", real).start()
+            self.kafka = KafkaBroker(
+                config={"advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.proxy.port}"}
+            )
+            self.kafka.listeners[0].port = real
+            try:
+                self.kafka.start()
+            except BaseException:
+                self.proxy.stop()
+                raise
+            self._owned = True
+        self.bootstrap = self.proxy.address if self.proxy is not None else self.kafka.bootstrap
         self._snapshots: dict[str, _Snapshots] = {}
         self._logs: dict[str, _ServerLog] = {}
         self._lock = threading.Lock()
@@ -223,9 +239,13 @@ class Kafka23ChaosBroker:
         self.kafka.create_topic(name, partitions)
 
     def restart(self) -> None:
+        if not self.can_restart:
+            raise NotImplementedError("a shared Kafka 2.3 is not restarted by the chaos runner")
         self.kafka.restart_broker()
 
     def cut(self, client_id: str) -> int:
+        if self.proxy is None:
+            raise NotImplementedError("no proxy in front of a shared Kafka 2.3")
         return self.proxy.cut(client_id)
 
     def truth(self, group: str) -> list[dict[str, Any]]:
@@ -238,15 +258,19 @@ class Kafka23ChaosBroker:
         return out
 
     def stop(self) -> None:
+        if not self._owned:
+            return
         try:
             self.kafka.stop()
         finally:
-            self.proxy.stop()
+            if self.proxy is not None:
+                self.proxy.stop()
 
 
 class TansuChaosBroker:
     kind = "tansu"
     can_restart = False
+    can_cut = True
 
     def __init__(self) -> None:
         from aiogroup.testing.tansu import TansuBroker

@@ -48,6 +48,7 @@ never counted against a client.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import Counter, defaultdict
@@ -315,6 +316,22 @@ class Verdict:
     processed: dict[str, int] = field(default_factory=dict)
     commits: dict[str, dict[str, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: Wall-clock seconds the run took (set by the runner).
+    wall_s: float | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Verdict:
+        """The inverse of :meth:`to_dict` (a ``verdict.json`` read back)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        vnames = {f.name for f in dataclasses.fields(Violation)}
+        fields_ = {k: v for k, v in raw.items() if k in names and k != "violations"}
+        verdict = cls(**fields_)
+        for v in raw.get("violations", []):
+            args = {k: v[k] for k in vnames if k in v}
+            args["members"] = tuple(args.get("members", ()))
+            args["clients"] = tuple(args.get("clients", ()))
+            verdict.violations.append(Violation(**args))
+        return verdict
 
     def of(self, kind: str) -> list[Violation]:
         return [v for v in self.violations if v.kind == kind]
@@ -400,11 +417,30 @@ class _Context:
                 start = float(e.get("t", 0.0))
                 end = float(e.get("t_end") or start)
                 self.disturbed.append((str(e["member"]), start, end))
+        #: When each aiogroup member's session lapsed, and when it was told its partitions
+        #: were lost (a ``partitions_lost`` callback), by member name.
+        self.lapses: dict[str, list[float]] = defaultdict(list)
+        self.lost: dict[str, list[float]] = defaultdict(list)
+        for m in members.values():
+            for e in m.events:
+                if e.get("type") == "acting" and e.get("reason") == "lapse":
+                    self.lapses[m.name].append(float(e.get("at") or e["ts"]))
+                elif e.get("type") == "partitions_lost":
+                    self.lost[m.name].append(float(e["ts"]))
         self.broker_restarts = [
             (float(e["t"]), float(e.get("t_end") or e["t"]))
             for e in run.runner
             if e.get("type") == "inject" and e.get("kind") == "restart"
         ]
+
+    def rejoined_after_lapse(self, h: Holding) -> bool:
+        """``h`` opened after its member's session lapsed, with no lost callback in between:
+        the broker took the member back under its old member id."""
+        lapses = [t for t in self.lapses.get(h.member, ()) if t <= h.start]
+        if not lapses:
+            return False
+        last = max(lapses)
+        return not any(last <= t <= h.start for t in self.lost.get(h.member, ()))
 
     def client(self, member: str) -> str:
         m = self.members.get(member)
@@ -442,12 +478,19 @@ def _blame_overlap(ctx: _Context, x: Holding, y: Holding) -> tuple[str, str]:
 
 def _deviation(ctx: _Context, blame: str, *held: Holding) -> str | None:
     """A known broker deviation explaining a violation blamed on ``blame``, if any."""
-    if ctx.broker != "tansu" or blame != "aiogroup":
+    if ctx.broker != "tansu" or blame not in ("aiogroup", "unknown"):
         return None
-    if any(h.client == "aiogroup" and h.start_kind == "proof" for h in held):
+    ours = [h for h in held if h.client == "aiogroup"]
+    if any(h.start_kind == "proof" for h in ours):
         return (
             "tansu: a stale heartbeat is answered REBALANCE_IN_PROGRESS, not ILLEGAL_GENERATION "
             "(docs/brokers.md, deviation 6), which aiogroup takes as proof of membership"
+        )
+    if any(ctx.rejoined_after_lapse(h) for h in ours):
+        return (
+            "tansu: a JoinGroup with an expired member id is accepted (docs/brokers.md, "
+            "deviation 6; Kafka answers UNKNOWN_MEMBER_ID and the member calls lost), so the "
+            "member rejoins still claiming the partitions it owned before its session lapsed"
         )
     return None
 

@@ -103,7 +103,7 @@ class Plan:
     steps: tuple[Step, ...]
 
 
-def make_plan(config: ChaosConfig, *, can_restart: bool = True) -> Plan:
+def make_plan(config: ChaosConfig, *, can_restart: bool = True, can_cut: bool = True) -> Plan:
     """The seeded plan of a run (see the module doc)."""
     rng = random.Random(config.seed)
     partitions = config.partitions or rng.randint(6, 16)
@@ -115,7 +115,7 @@ def make_plan(config: ChaosConfig, *, can_restart: bool = True) -> Plan:
     weights = {
         k: w
         for k, w in EVENT_WEIGHTS.items()
-        if k in config.events and (k != "restart" or can_restart)
+        if k in config.events and (k != "restart" or can_restart) and (k != "cut" or can_cut)
     }
     session = config.session_ms / 1000
     steps: list[Step] = []
@@ -616,7 +616,6 @@ class _Run:
             self._log.close()
             self._broker_log.close()
         verdict = check(RunLog.load(self.dir))
-        (self.dir / "verdict.json").write_text(json.dumps(verdict.to_dict(), indent=1))
         if verdict.ok and not cfg.keep:
             for path in self.members_dir.glob("*"):
                 path.unlink()
@@ -647,5 +646,10 @@ class _Run:
 
 def run_once(config: ChaosConfig, broker: ChaosBroker) -> Verdict:
     """Carry out the run of ``config.seed`` on ``broker`` and judge it."""
-    plan = make_plan(config, can_restart=broker.can_restart)
-    return _Run(config, broker, plan).execute()
+    started = time.monotonic()
+    plan = make_plan(config, can_restart=broker.can_restart, can_cut=broker.can_cut)
+    verdict = _Run(config, broker, plan).execute()
+    verdict.wall_s = round(time.monotonic() - started, 1)
+    path = config.out / f"{config.broker}-{config.seed}" / "verdict.json"
+    path.write_text(json.dumps(verdict.to_dict(), indent=1))
+    return verdict
