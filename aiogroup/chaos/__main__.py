@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -64,6 +65,11 @@ def parser() -> argparse.ArgumentParser:
         default=1,
         help="runs at a time, each job a process with its own broker (default 1)",
     )
+    p.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="with --table: judge every run kept under the dir again (the checker changed)",
+    )
     p.add_argument("--shard", type=_shard, help=argparse.SUPPRESS)  # K/N: a --jobs worker
     p.add_argument(
         "--table", type=Path, metavar="OUT_DIR", help="the table of the runs written under a dir"
@@ -90,6 +96,17 @@ def load_verdicts(out: Path) -> dict[str, list[Verdict]]:
     for verdicts in found.values():
         verdicts.sort(key=lambda v: v.seed or 0)
     return found
+
+
+def rejudge(out: Path) -> None:
+    """Judge again every run under ``out`` whose member logs were kept (``--keep``)."""
+    for path in sorted(out.glob("*/verdict.json")):
+        if not (path.parent / "members").is_dir():
+            continue
+        old = json.loads(path.read_text())
+        verdict = check(RunLog.load(path.parent))
+        verdict.wall_s = old.get("wall_s")
+        path.write_text(json.dumps(verdict.to_dict(), indent=1))
 
 
 def table(out: Path) -> str:
@@ -133,11 +150,18 @@ def _spawn_jobs(args: argparse.Namespace, argv: list[str], base: int) -> int:
     return 1 if any(codes) else 0
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds: members closed, brokers and workers stopped
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.table is not None:
+        if args.rejudge:
+            rejudge(args.table)
         print(table(args.table))
         return 0
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if args.check is not None:
         verdict = check(RunLog.load(args.check))
         print(json.dumps(verdict.to_dict(), indent=1))
@@ -206,9 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         failed = failed or bool(summary["failing_seeds"])
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"summary-{name}-{base}-{k}of{n}.json").write_text(
-            json.dumps(
-                {"summary": summary, "runs": [v.to_dict() for v in verdicts]}, indent=1
-            )
+            json.dumps({"summary": summary, "runs": [v.to_dict() for v in verdicts]}, indent=1)
         )
     print(markdown_table(summaries))
     return 1 if failed else 0

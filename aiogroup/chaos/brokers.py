@@ -147,19 +147,37 @@ def _describe(host: str, port: int, group: str) -> dict[str, Any] | None:
 
 #: The Scala coordinator's INFO lines (Kafka 2.x) that tell what happened to a group.
 _KAFKA_LINES = [
-    (re.compile(r"Preparing to rebalance group (?P<group>\S+) in state (?P<state>\S+) with old "
-                r"generation (?P<generation>\d+) .*\(reason: (?P<reason>.*)\)"), "rebalance"),
+    (
+        re.compile(
+            r"Preparing to rebalance group (?P<group>\S+) in state (?P<state>\S+) with old "
+            r"generation (?P<generation>\d+) .*\(reason: (?P<reason>.*)\)"
+        ),
+        "rebalance",
+    ),
     (re.compile(r"Stabilized group (?P<group>\S+) generation (?P<generation>\d+)"), "stabilized"),
-    (re.compile(r"Member (?P<member>\S+) in group (?P<group>\S+) has failed, removing it"),
-     "member_failed"),
-    (re.compile(r"Member (?P<member>\S+) in group (?P<group>\S+) has left, removing it"),
-     "member_left"),
-    (re.compile(r"Group (?P<group>\S+) with generation (?P<generation>\d+) is now empty"),
-     "empty"),
-    (re.compile(r"Assignment received from leader for group (?P<group>\S+) for generation "
-                r"(?P<generation>\d+)"), "assignment"),
-    (re.compile(r"Loading group metadata for (?P<group>\S+) with generation "
-                r"(?P<generation>\d+)"), "loaded"),
+    (
+        re.compile(r"Member (?P<member>\S+) in group (?P<group>\S+) has failed, removing it"),
+        "member_failed",
+    ),
+    (
+        re.compile(r"Member (?P<member>\S+) in group (?P<group>\S+) has left, removing it"),
+        "member_left",
+    ),
+    (re.compile(r"Group (?P<group>\S+) with generation (?P<generation>\d+) is now empty"), "empty"),
+    (
+        re.compile(
+            r"Assignment received from leader for group (?P<group>\S+) for generation "
+            r"(?P<generation>\d+)"
+        ),
+        "assignment",
+    ),
+    (
+        re.compile(
+            r"Loading group metadata for (?P<group>\S+) with generation "
+            r"(?P<generation>\d+)"
+        ),
+        "loaded",
+    ),
 ]
 
 
@@ -288,9 +306,7 @@ class TansuChaosBroker:
     def create_topic(self, name: str, partitions: int) -> None:
         from kafka.admin import KafkaAdminClient, NewTopic
 
-        admin = KafkaAdminClient(
-            bootstrap_servers=self.tansu.bootstrap, request_timeout_ms=10_000
-        )
+        admin = KafkaAdminClient(bootstrap_servers=self.tansu.bootstrap, request_timeout_ms=10_000)
         try:
             admin.create_topics([NewTopic(name, partitions, 1)])
         finally:

@@ -15,8 +15,11 @@ and say where they differ.
   if that is before the callback, and it **ends at a session lapse** (``reason: "lapse"``, at the
   session deadline): from then on the member acts on nothing (KAFKA-7026, docs/safety.md) and a
   later lost callback only tells the application. It opens again if the coordinator answers
-  within the generation (``proof``). A holding also ends when the member's process ends: its
-  ``closed`` event, or the moment the runner saw it die (SIGKILL, a crash).
+  within the generation (``proof``). A partition revoked after it left the acting set (a
+  lapse, then the answer that revokes it) is held for the revoked callback's length
+  (``revoking``): the callback may commit it, and nobody else can own it before it ends. A
+  holding also ends when the member's process ends: its ``closed`` event, or the moment the
+  runner saw it die (SIGKILL, a crash).
 * **Double ownership.** Two members' holdings of one partition intersect (ends before starts
   at equal times, so a hand-over at one instant is no overlap). Each episode is attributed:
   to the earlier holder's client if its holding did not end in a revocation (it was lost,
@@ -149,7 +152,7 @@ class Holding:
     partition: Partition
     start: float
     end: float
-    start_kind: str  # assigned | acting | proof
+    start_kind: str  # assigned | acting | proof | revoking
     end_kind: str  # revoked | lost | lapse | closed | killed | exited | open
     generation: int | None
 
@@ -196,9 +199,7 @@ def _members(run: RunLog) -> dict[str, _Member]:
     return out
 
 
-def holdings(
-    run: RunLog, anomalies: list[Violation] | None = None
-) -> dict[str, list[Holding]]:
+def holdings(run: RunLog, anomalies: list[Violation] | None = None) -> dict[str, list[Holding]]:
     """Every member's holdings (see the module doc), by member name. Callback-order anomalies
     (a partition assigned twice, released without being held) go to ``anomalies``."""
     result: dict[str, list[Holding]] = {}
@@ -224,9 +225,7 @@ def _member_holdings(m: _Member, anomalies: list[Violation] | None) -> list[Hold
     def anomaly(p: Partition, t: float, what: str) -> None:
         if anomalies is not None:
             anomalies.append(
-                Violation(
-                    "callback_order", _fmt(p), (m.name,), (m.client,), m.client, t, t, what
-                )
+                Violation("callback_order", _fmt(p), (m.name,), (m.client,), m.client, t, t, what)
             )
 
     for e in m.events:
@@ -249,6 +248,12 @@ def _member_holdings(m: _Member, anomalies: list[Violation] | None) -> list[Hold
                 by_callbacks.discard(p)
                 if p in open_:
                     close(p, t, end)
+                elif acting_based and end == "revoked" and e.get("started") is not None:
+                    # Out of the acting set already (a lapse, then the sync answer that
+                    # revokes it): the revocation itself may still commit what was processed;
+                    # the coordinator answered for this generation, so nobody else has it yet.
+                    start = float(e["started"])
+                    out.append(Holding(m.name, m.client, p, start, t, "revoking", end, gen))
         elif kind == "acting" and acting_based:
             reason = e.get("reason")
             parts = set(_partitions(e.get("partitions")))
@@ -402,9 +407,8 @@ class _Context:
             m.name: {
                 int(e["generation_id"])
                 for e in m.events
-                if e.get("type") in ("joined", "leader_round") and isinstance(
-                    e.get("generation_id"), int
-                )
+                if e.get("type") in ("joined", "leader_round")
+                and isinstance(e.get("generation_id"), int)
             }
             for m in members.values()
         }
@@ -716,9 +720,7 @@ def _end_state(
     bound = session + max(session, rebalance) + margin_s
     if ctx.broker == "tansu":
         bound += 2 * session  # Tansu holds every JoinGroup for half a session (brokers.md 2)
-    quiet_since = max(
-        [t_last, _last_group_change(run, members, t_end)], default=t_last
-    )
+    quiet_since = max([t_last, _last_group_change(run, members, t_end)], default=t_last)
     top = max(ctx.leaders, default=None)
     leader = ctx.leaders.get(top) if top is not None else None
     for p in unowned:

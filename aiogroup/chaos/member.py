@@ -66,6 +66,11 @@ def _error(telemetry: JsonlTelemetry, where: str, exc: BaseException) -> None:
     telemetry.emit("error", where=where, error=repr(exc)[:500])
 
 
+def _started(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
+    args.started = True
+    telemetry.emit("started", kind=args.kind)
+
+
 # -- aiogroup --------------------------------------------------------------------------------
 
 
@@ -86,10 +91,11 @@ async def _run_group_member(
         heartbeat_interval_ms=args.heartbeat_ms,
         rebalance_timeout_ms=args.rebalance_ms,
         request_timeout_ms=args.request_timeout_ms,
+        close_timeout_s=args.close_timeout_ms / 1000,
         client_id=args.name,
         telemetry=telemetry,
     ) as member:
-        telemetry.emit("started", kind=args.kind)
+        _started(args, telemetry)
         while not stop.is_set():
             owned = member.assignment
             if owned:
@@ -126,11 +132,12 @@ async def _run_consumer(
         auto_commit_interval_ms=1000,
         fetch_max_wait_ms=100,
         max_poll_records=MAX_RECORDS,
+        close_timeout_s=args.close_timeout_ms / 1000,
         client_id=args.name,
         telemetry=telemetry,
     )
     async with consumer:
-        telemetry.emit("started", kind=args.kind)
+        _started(args, telemetry)
         while not stop.is_set():
             try:
                 batch = await consumer.getmany(timeout_ms=100)
@@ -141,14 +148,26 @@ async def _run_consumer(
 
 
 def run_aiogroup(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
+    """Run the member until SIGTERM. A start that cannot reach the broker (started while it
+    restarts) is tried again every second, as a service's supervisor would: librdkafka and
+    kafka-python keep trying on their own."""
+    from aiogroup.client.transport import CoordinatorUnreachableError
+
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-        if args.kind == "aiogroup":
-            await _run_group_member(args, telemetry, stop)
-        else:
-            await _run_consumer(args, telemetry, stop)
+        run = _run_group_member if args.kind == "aiogroup" else _run_consumer
+        while not stop.is_set():
+            try:
+                await run(args, telemetry, stop)
+                return
+            except CoordinatorUnreachableError as exc:
+                if getattr(args, "started", False):
+                    raise
+                telemetry.emit("start_failed", error=repr(exc)[:300])
+            with contextlib.suppress(TimeoutError):  # the supervisor's pace, or SIGTERM
+                await asyncio.wait_for(stop.wait(), 1.0)
 
     asyncio.run(main())
 
@@ -189,9 +208,9 @@ def run_librdkafka(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         "fetch.wait.max.ms": 100,
-        "error_cb": lambda err: telemetry.emit("client_error", error=str(err)[:300])
-        if err.fatal()
-        else None,
+        "error_cb": lambda err: (
+            telemetry.emit("client_error", error=str(err)[:300]) if err.fatal() else None
+        ),
     }
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
@@ -359,6 +378,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rebalance-ms", type=int, default=10000)
     parser.add_argument("--request-timeout-ms", type=int, default=10000)
     parser.add_argument("--commit-every-ms", type=int, default=500)
+    parser.add_argument(
+        "--close-timeout-ms",
+        type=int,
+        default=10000,
+        help="aiogroup's close bound (the runner kills a member after 20 s)",
+    )
     return parser.parse_args(argv)
 
 
