@@ -384,3 +384,29 @@ def test_a_run_written_to_disk_is_judged_the_same(tmp_path: Path) -> None:
         lines = "".join(json.dumps(e) + "\n" for e in events) + '{"cut short'
         (tmp_path / "members" / f"{name}.0000.jsonl").write_text(lines)
     assert check(RunLog.load(tmp_path)).violations == check(run).violations
+
+
+def test_a_revocation_after_a_lapse_may_commit_what_it_revokes() -> None:
+    """An aiogroup member lapses, the sync answer then revokes t:0: its revoked callback may
+    commit t:0 (nobody else can have it before the callback ends); a commit after the
+    callback is acting without holding."""
+    log = Log().member("a", "aiogroup")
+    log.joined("a", 1, 0, leader=True).leader_round("a", 1, 0).assigned("a", 1, 0, 0, 1)
+    log.acting("a", 5, 0, reason="lapse", at=4.0)
+    log.joined("a", 6, 1, leader=True).leader_round("a", 6, 1)
+    log.emit("a", 6.1, "acting", generation_id=1, partitions={TOPIC: [1]}, reason="proof")
+    log.committed("a", 6.15, 0, 1)  # inside the callback below
+    log.emit(
+        "a",
+        6.2,
+        "partitions_revoked",
+        generation_id=1,
+        partitions={TOPIC: [0]},
+        started=T0 + 6.1,
+        ended=T0 + 6.2,
+    )
+    log.member("b", "librdkafka").joined("b", 7, 2).assigned("b", 7, 2, 0)
+    assert check(log.finish()).violations == []
+    log.committed("a", 6.5, 0, 1)  # after it: t:0 is not the member's any more
+    (late,) = check(log.finish()).violations
+    assert late.kind == "acting_unowned" and late.blame == "aiogroup"
