@@ -837,13 +837,14 @@ class GroupMember:
         if (
             self.config.enable_auto_commit
             and active
-            and self._owned
+            and self.may_act_on(now)
             and not self._reset_pending
             and not self._prepare_committed
             and self.coordinator_id is not None
         ):
             # Java's onJoinPrepare commits consumed offsets (auto-commit only) while the
-            # generation is still valid.
+            # generation is still valid; not after a lapsed session, when the member may act
+            # on nothing (KAFKA-7026: its partitions may be elsewhere by now).
             self._prepare_committed = True
             action = self._commit_action(None, "prepare")
             self._prepare_commit_token = action.token
@@ -1062,11 +1063,12 @@ class GroupMember:
         if (
             self.config.enable_auto_commit
             and active
-            and self._owned
+            and self.may_act_on(now)
             and self.coordinator_id is not None
             and not lost
         ):
-            # KIP-70: unsubscribe commits before clearing the assignment (auto-commit only).
+            # KIP-70: unsubscribe commits before clearing the assignment (auto-commit only);
+            # not after a lapsed session (KAFKA-7026).
             self._leave_phase = "commit"
             action = self._commit_action(None, "leave")
             self._leave_commit_token = action.token

@@ -21,6 +21,7 @@ from aiogroup.membership import (
     CallbacksFinished,
     CommitCompleted,
     CommitFailed,
+    CommitOffsets,
     CoordinatorFound,
     CoordinatorLost,
     FindCoordinator,
@@ -286,6 +287,44 @@ def test_a_blind_heartbeat_answer_after_a_coordinator_restart_revives_nothing() 
     s.feed(JoinGroupFailed(join.token, 25))  # loaded: the old coordinator had expired us
     assert s.take(InvokeCallbacks).lost == OWNED
     assert s.m.may_act_on(s.now) == frozenset()
+
+
+def test_no_auto_commit_before_rejoining_after_a_lapse() -> None:
+    """Java's onJoinPrepare commits the consumed offsets before rejoining; after a lapsed
+    session the member acts on nothing, commits included (KAFKA-7026): it rejoins without.
+    Found by the chaos suite (Kafka 2.3, seeds 1001 and 1002: Consumers committed on rejoin
+    right after a broker restart)."""
+    s = Script(
+        member(
+            COOP, heartbeat_interval_ms=1_000, session_timeout_ms=10_000, enable_auto_commit=True
+        )
+    )
+    s.stable(OWNED)
+    s.now += 1
+    s.timer(s.now)
+    s.feed(HeartbeatCompleted(s.take(SendHeartbeat).token))
+    s.clear()
+    s.feed(CoordinatorLost())
+    find = s.take(FindCoordinator)
+    s.now += SESSION + 20
+    s.feed(CoordinatorFound(find.token, 1))
+    s.timer(s.now)
+    acts = s.feed(HeartbeatCompleted(s.take(SendHeartbeat).token))
+    assert not any(isinstance(a, CommitOffsets) for a in acts), acts
+    assert any(isinstance(a, SendJoinGroup) for a in acts), acts
+
+
+def test_an_unlapsed_member_still_commits_before_rejoining() -> None:
+    s = Script(
+        member(
+            COOP, heartbeat_interval_ms=1_000, session_timeout_ms=10_000, enable_auto_commit=True
+        )
+    )
+    s.stable(OWNED)
+    s.now += 1
+    s.timer(s.now)
+    acts = s.feed(HeartbeatFailed(s.take(SendHeartbeat).token, 27))
+    assert any(isinstance(a, CommitOffsets) for a in acts), acts
 
 
 def test_blind_heartbeat_answers_keep_an_unexpired_session_going() -> None:
