@@ -490,6 +490,20 @@ def _deviation(ctx: _Context, blame: str, *held: Holding) -> str | None:
             "tansu: a stale heartbeat is answered REBALANCE_IN_PROGRESS, not ILLEGAL_GENERATION "
             "(docs/brokers.md, deviation 6), which aiogroup takes as proof of membership"
         )
+    if len(held) == 2:
+        x, y = held
+        if (
+            x.client == "aiogroup"
+            and x.end_kind == "lapse"
+            and y.generation is not None
+            and y.generation not in ctx.generations.get(x.member, ())
+        ):
+            return (
+                "tansu: a rebalance completed without the member's JoinGroup while its session "
+                "still ran (docs/brokers.md, deviation 2: JoinGroups are held for half a "
+                "session, the rebalance timeout is ignored), so its partitions went to "
+                "another member before its session deadline"
+            )
     if any(ctx.rejoined_after_lapse(h) for h in ours):
         return (
             "tansu: a JoinGroup with an expired member id is accepted (docs/brokers.md, "

@@ -410,3 +410,27 @@ def test_a_revocation_after_a_lapse_may_commit_what_it_revokes() -> None:
     log.committed("a", 6.5, 0, 1)  # after it: t:0 is not the member's any more
     (late,) = check(log.finish()).violations
     assert late.kind == "acting_unowned" and late.blame == "aiogroup"
+
+
+def test_tansu_completing_a_rebalance_without_a_paused_member_is_its_deviation() -> None:
+    """Tansu holds JoinGroups for half a session and ignores the rebalance timeout
+    (brokers.md, deviation 2): it completes a generation without a paused member and hands
+    its partitions out before that member's session deadline. Kafka waits for it (or for its
+    session to expire)."""
+
+    def build(broker: str) -> RunLog:
+        log = Log(broker=broker).member("a", "aiogroup").member("r", "librdkafka")
+        log.joined("a", 1, 0).assigned("a", 1, 0, 0)
+        log.joined("r", 1, 0).assigned("r", 1, 0, 1)
+        log.run("inject", 5.0, kind="stop", member="a", t_end=T0 + 10.0)
+        log.joined("r", 6, 1).assigned("r", 6, 1, 0)  # a's session runs until 7
+        log.acting("a", 10, 0, reason="lapse", at=7.0)
+        log.released("a", 10.5, 0, 0, lost=True)
+        return log.finish()
+
+    tansu = check(build("tansu"))
+    (double,) = tansu.of("double_ownership")
+    assert double.blame == "aiogroup"
+    assert double.deviation is not None and "deviation 2" in double.deviation
+    assert tansu.ok
+    assert not check(build("embedded")).ok
