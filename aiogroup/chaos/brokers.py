@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from aiogroup.chaos.checker import read_complete_lines
 from aiogroup.chaos.proxy import CuttingProxy
 from aiogroup.protocol import decode_assignment
 from aiogroup.testing import _wire
@@ -189,17 +190,11 @@ class _ServerLog:
         self.offset = 0
 
     def read(self, group: str) -> list[dict[str, Any]]:
-        if self.path is None or not self.path.exists():
+        if self.path is None:
             return []
-        with self.path.open("rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        end = data.rfind(b"\n")
-        if end < 0:
-            return []
-        self.offset += end + 1
+        lines, self.offset = read_complete_lines(self.path, self.offset)
         out: list[dict[str, Any]] = []
-        for raw in data[: end + 1].decode("utf-8", "replace").splitlines():
+        for raw in lines:
             if group not in raw:
                 continue
             event: dict[str, Any] = {"type": "coordinator", "line": raw[:400]}

@@ -126,6 +126,20 @@ class RunLog:
         return cls(dict(meta), runner, dict(members), _read_jsonl(root / "broker.jsonl"))
 
 
+def read_complete_lines(path: Path, offset: int) -> tuple[list[str], int]:
+    """The complete lines written to ``path`` after byte ``offset`` (a line still being
+    written waits for the next call), and the offset to read from next time."""
+    if not path.exists():
+        return [], offset
+    with path.open("rb") as f:
+        f.seek(offset)
+        data = f.read()
+    end = data.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    return data[: end + 1].decode("utf-8", "replace").splitlines(), offset + end + 1
+
+
 def _read_jsonl(path: Path) -> list[Event]:
     if not path.exists():
         return []

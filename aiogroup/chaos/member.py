@@ -74,6 +74,21 @@ def _started(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
 # -- aiogroup --------------------------------------------------------------------------------
 
 
+def _common_options(args: argparse.Namespace, telemetry: JsonlTelemetry) -> dict[str, Any]:
+    """The options both aiogroup kinds take alike."""
+    return {
+        "topics": [args.topic],
+        "assignors": [ASSIGNOR],
+        "group_instance_id": args.instance_id or None,
+        "session_timeout_ms": args.session_ms,
+        "heartbeat_interval_ms": args.heartbeat_ms,
+        "request_timeout_ms": args.request_timeout_ms,
+        "close_timeout_s": args.close_timeout_ms / 1000,
+        "client_id": args.name,
+        "telemetry": telemetry,
+    }
+
+
 async def _run_group_member(
     args: argparse.Namespace, telemetry: JsonlTelemetry, stop: asyncio.Event
 ) -> None:
@@ -84,16 +99,8 @@ async def _run_group_member(
     async with GroupMember(
         args.bootstrap,
         args.group,
-        topics=[args.topic],
-        assignors=[ASSIGNOR],
-        group_instance_id=args.instance_id or None,
-        session_timeout_ms=args.session_ms,
-        heartbeat_interval_ms=args.heartbeat_ms,
         rebalance_timeout_ms=args.rebalance_ms,
-        request_timeout_ms=args.request_timeout_ms,
-        close_timeout_s=args.close_timeout_ms / 1000,
-        client_id=args.name,
-        telemetry=telemetry,
+        **_common_options(args, telemetry),
     ) as member:
         _started(args, telemetry)
         while not stop.is_set():
@@ -120,21 +127,13 @@ async def _run_consumer(
     consumer = Consumer(
         args.bootstrap,
         args.group,
-        topics=[args.topic],
-        assignors=[ASSIGNOR],
-        group_instance_id=args.instance_id or None,
-        session_timeout_ms=args.session_ms,
-        heartbeat_interval_ms=args.heartbeat_ms,
         max_poll_interval_ms=args.rebalance_ms,
-        request_timeout_ms=args.request_timeout_ms,
         auto_offset_reset="earliest",
         enable_auto_commit=True,
         auto_commit_interval_ms=1000,
         fetch_max_wait_ms=100,
         max_poll_records=MAX_RECORDS,
-        close_timeout_s=args.close_timeout_ms / 1000,
-        client_id=args.name,
-        telemetry=telemetry,
+        **_common_options(args, telemetry),
     )
     async with consumer:
         _started(args, telemetry)

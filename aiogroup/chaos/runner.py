@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from aiogroup.chaos.brokers import ChaosBroker
-from aiogroup.chaos.checker import RunLog, Verdict, check, holdings
+from aiogroup.chaos.checker import RunLog, Verdict, check, holdings, read_complete_lines
 from aiogroup.chaos.member import CLIENT_OF, KINDS
 
 __all__ = ["EVENT_KINDS", "ChaosConfig", "Plan", "Step", "make_plan", "run_once"]
@@ -161,18 +161,9 @@ class _Proc:
 
     def tail(self) -> list[dict[str, Any]]:
         """New telemetry events (complete lines only)."""
-        path = self.telemetry
-        if not path.exists():
-            return []
-        with path.open("rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        end = data.rfind(b"\n")
-        if end < 0:
-            return []
-        self.offset += end + 1
+        lines, self.offset = read_complete_lines(self.telemetry, self.offset)
         new = []
-        for line in data[: end + 1].splitlines():
+        for line in lines:
             try:
                 new.append(json.loads(line))
             except ValueError:
@@ -445,13 +436,20 @@ class _Run:
         p = self.start_member(step.new_kind)
         self.log("inject", kind="join", member=p.name)
 
-    def _do_leave(self, step: Step) -> None:
+    def _take_one(self, step: Step) -> _Proc | None:
+        """The running member a leave or kill takes away (marked leaving), or None."""
         live = self.live()
         if len(live) < 2:
             self._skip(step, "would leave no member")
-            return
+            return None
         p = self._pick(live, step)
         p.leaving = True
+        return p
+
+    def _do_leave(self, step: Step) -> None:
+        p = self._take_one(step)
+        if p is None:
+            return
         t = time.time()
         p.process.send_signal(signal.SIGTERM)
         self.log("inject", t=t, kind="leave", member=p.name)
@@ -468,12 +466,9 @@ class _Run:
         self._watchers.append(watch)
 
     def _do_kill(self, step: Step) -> None:
-        live = self.live()
-        if len(live) < 2:
-            self._skip(step, "would leave no member")
+        p = self._take_one(step)
+        if p is None:
             return
-        p = self._pick(live, step)
-        p.leaving = True
         t = time.time()
         self.kill(p)
         self.log("inject", t=t, kind="kill", member=p.name)

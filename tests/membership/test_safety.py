@@ -56,10 +56,19 @@ def stable(
     protocol: RebalanceProtocol = COOP,
     owned: frozenset[TopicPartition] = OWNED,
     topics: frozenset[str] = frozenset({"t"}),
+    *,
+    auto_commit: bool = False,
 ) -> Script:
     """A member STABLE in generation 1 owning ``owned``, whose last heartbeat was answered at
     once: its session is proven until ``s.now + SESSION``."""
-    s = Script(member(protocol, heartbeat_interval_ms=1_000, session_timeout_ms=10_000))
+    s = Script(
+        member(
+            protocol,
+            heartbeat_interval_ms=1_000,
+            session_timeout_ms=10_000,
+            enable_auto_commit=auto_commit,
+        )
+    )
     s.stable(owned, topics=topics)
     s.now += 1
     s.timer(s.now)
@@ -294,16 +303,7 @@ def test_no_auto_commit_before_rejoining_after_a_lapse() -> None:
     session the member acts on nothing, commits included (KAFKA-7026): it rejoins without.
     Found by the chaos suite (Kafka 2.3, seeds 1001 and 1002: Consumers committed on rejoin
     right after a broker restart)."""
-    s = Script(
-        member(
-            COOP, heartbeat_interval_ms=1_000, session_timeout_ms=10_000, enable_auto_commit=True
-        )
-    )
-    s.stable(OWNED)
-    s.now += 1
-    s.timer(s.now)
-    s.feed(HeartbeatCompleted(s.take(SendHeartbeat).token))
-    s.clear()
+    s = stable(auto_commit=True)
     s.feed(CoordinatorLost())
     find = s.take(FindCoordinator)
     s.now += SESSION + 20
@@ -315,12 +315,7 @@ def test_no_auto_commit_before_rejoining_after_a_lapse() -> None:
 
 
 def test_an_unlapsed_member_still_commits_before_rejoining() -> None:
-    s = Script(
-        member(
-            COOP, heartbeat_interval_ms=1_000, session_timeout_ms=10_000, enable_auto_commit=True
-        )
-    )
-    s.stable(OWNED)
+    s = stable(auto_commit=True)
     s.now += 1
     s.timer(s.now)
     acts = s.feed(HeartbeatFailed(s.take(SendHeartbeat).token, 27))
