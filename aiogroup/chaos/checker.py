@@ -17,9 +17,9 @@ and say where they differ.
   later lost callback only tells the application. It opens again if the coordinator answers
   within the generation (``proof``). A partition revoked after it left the acting set (a
   lapse, then the answer that revokes it) is held for the revoked callback's length
-  (``revoking``): the callback may commit it, and nobody else can own it before it ends. A
-  holding also ends when the member's process ends: its ``closed`` event, or the moment the
-  runner saw it die (SIGKILL, a crash).
+  (``revoking``), unless the session is lapsed then: the callback may commit it, and nobody
+  else can own it before it ends. A holding also ends when the member's process ends: its
+  ``closed`` event, or the moment the runner saw it die (SIGKILL, a crash).
 * **Double ownership.** Two members' holdings of one partition intersect (ends before starts
   at equal times, so a hand-over at one instant is no overlap). Each episode is attributed:
   to the earlier holder's client if its holding did not end in a revocation (it was lost,
@@ -231,6 +231,7 @@ def _member_holdings(m: _Member, anomalies: list[Violation] | None) -> list[Hold
     open_: dict[Partition, tuple[float, str, int | None]] = {}
     by_callbacks: set[Partition] = set()
     acting_based = m.client == "aiogroup"
+    lapsed = False  # the last acting event was a lapse (no answer since)
 
     def close(p: Partition, t: float, kind: str) -> None:
         start, start_kind, gen = open_.pop(p)
@@ -262,16 +263,23 @@ def _member_holdings(m: _Member, anomalies: list[Violation] | None) -> list[Hold
                 by_callbacks.discard(p)
                 if p in open_:
                     close(p, t, end)
-                elif acting_based and end == "revoked" and e.get("started") is not None:
-                    # Out of the acting set already (a lapse, then the sync answer that
-                    # revokes it): the revocation itself may still commit what was processed;
-                    # the coordinator answered for this generation, so nobody else has it yet.
+                elif (
+                    acting_based
+                    and end == "revoked"
+                    and e.get("started") is not None
+                    and not lapsed
+                ):
+                    # Out of the acting set already (a lapse, then the answer that proves the
+                    # session again and revokes it): the revocation itself may still commit
+                    # what was processed; nobody else can have it yet. Not while the session
+                    # is lapsed: an answer read late (after a pause) proves nothing.
                     start = float(e["started"])
                     out.append(Holding(m.name, m.client, p, start, t, "revoking", end, gen))
         elif kind == "acting" and acting_based:
             reason = e.get("reason")
             parts = set(_partitions(e.get("partitions")))
-            if reason == "lapse":
+            lapsed = reason == "lapse"
+            if lapsed:
                 t = float(e.get("at") or e["ts"])
                 for p in sorted(open_):
                     close(p, t, "lapse")

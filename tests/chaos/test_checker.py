@@ -412,6 +412,30 @@ def test_a_revocation_after_a_lapse_may_commit_what_it_revokes() -> None:
     assert late.kind == "acting_unowned" and late.blame == "aiogroup"
 
 
+def test_a_revocation_read_after_a_pause_holds_nothing() -> None:
+    """The sync answer that revokes t:0 is read after a pause, the session lapsed and no
+    answer since: the revocation proves nothing, and b may own t:0 already (a zombie)."""
+    log = Log().member("a", "aiogroup").member("b", "kafka-python")
+    log.joined("a", 1, 0, leader=True).leader_round("a", 1, 0).assigned("a", 1, 0, 0, 1)
+    log.joined("b", 6, 2).assigned("b", 6, 2, 0, 1)
+    log.acting("a", 8, 0, reason="lapse", at=4.0)
+    log.committed("a", 8.05, 0, 1)
+    log.emit(
+        "a",
+        8.1,
+        "partitions_revoked",
+        generation_id=1,
+        partitions={TOPIC: [0]},
+        started=T0 + 8.0,
+        ended=T0 + 8.1,
+    )
+    verdict = check(log.finish())
+    assert verdict.of("double_ownership") == []
+    kinds = sorted(v.kind for v in verdict.violations)
+    assert kinds == ["acting_on_other", "acting_unowned"]
+    assert all(v.blame == "aiogroup" for v in verdict.violations)
+
+
 def test_tansu_completing_a_rebalance_without_a_paused_member_is_its_deviation() -> None:
     """Tansu holds JoinGroups for half a session and ignores the rebalance timeout
     (brokers.md, deviation 2): it completes a generation without a paused member and hands
