@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from aiogroup.assignors.base import PartitionAssignor
 from aiogroup.client.member import GroupMember, MemberClosedError
+from aiogroup.client.options import aiokafka_client_options, check_options, parameter_names
 from aiogroup.consumer.errors import ConsumerStoppedError, PollIntervalExceededError
 from aiogroup.consumer.fetcher import Fetcher
 from aiogroup.consumer.records import ConsumerRecord, Deserializer
@@ -176,6 +177,14 @@ class Consumer:
         metrics: MetricsSink | None = None,
         **client_options: Any,
     ) -> None:
+        # A misspelt option names the Consumer and its closest valid option (not aiokafka's
+        # TypeError, not GroupMember's parameters).
+        check_options(
+            client_options,
+            aiokafka_client_options(),
+            own=parameter_names(Consumer.__init__),
+            owner="Consumer",
+        )
         if topics is not None and pattern is not None:
             raise ConfigurationError("give topics or pattern, not both")
         if isinstance(topics, str):

@@ -46,6 +46,25 @@ def test_a_misspelt_option_names_the_option_it_meant(option: str, meant: str) ->
     assert f"did you mean {meant!r}" in message
 
 
+@pytest.mark.parametrize(
+    ("option", "meant"),
+    [
+        ("max_poll_record", "max_poll_records"),  # one of the consumer's own
+        ("auto_offset_rest", "auto_offset_reset"),
+        ("sesion_timeout_ms", "session_timeout_ms"),  # passed on to its member
+        ("security_protocl", "security_protocol"),  # one aiokafka's client takes
+    ],
+)
+def test_a_consumer_names_itself_and_the_option_it_meant(option: str, meant: str) -> None:
+    from aiogroup import Consumer
+
+    with pytest.raises(ConfigurationError) as info:
+        Consumer("127.0.0.1:1", "g", topics=["t"], **{option: 1})
+    message = str(info.value)
+    assert message.startswith(f"Consumer got unknown option {option!r}")
+    assert f"did you mean {meant!r}" in message
+
+
 def test_an_option_like_nothing_lists_the_valid_ones() -> None:
     with pytest.raises(ConfigurationError) as info:
         GroupMember("127.0.0.1:1", "g", topics=["t"], frobnicate=True)
