@@ -90,7 +90,7 @@ def _shard(text: str) -> tuple[int, int]:
 def load_verdicts(out: Path) -> dict[str, list[Verdict]]:
     """Every ``verdict.json`` under ``out``, by broker (runs in seed order)."""
     found: dict[str, list[Verdict]] = {}
-    for path in sorted(out.glob("*/verdict.json")):
+    for path in sorted(out.glob("**/verdict.json")):
         verdict = Verdict.from_dict(json.loads(path.read_text()))
         found.setdefault(verdict.broker, []).append(verdict)
     for verdicts in found.values():
@@ -100,7 +100,7 @@ def load_verdicts(out: Path) -> dict[str, list[Verdict]]:
 
 def rejudge(out: Path) -> None:
     """Judge again every run under ``out`` whose member logs were kept (``--keep``)."""
-    for path in sorted(out.glob("*/verdict.json")):
+    for path in sorted(out.glob("**/verdict.json")):
         if not (path.parent / "members").is_dir():
             continue
         old = json.loads(path.read_text())

@@ -834,8 +834,15 @@ def summarize(verdicts: Sequence[Verdict]) -> dict[str, Any]:
             return None
         return conv[min(len(conv) - 1, int(q * (len(conv) - 1) + 0.5))]
 
+    members: Counter[str] = Counter()
+    processed: Counter[str] = Counter()
+    for v in verdicts:
+        members.update(v.members)
+        processed.update(v.processed)
     return {
         "runs": len(verdicts),
+        "members": dict(members),
+        "processed": dict(processed),
         "events": dict(events),
         "violations": {k: dict(c) for k, c in totals.items()},
         "not_converged": sum(1 for v in verdicts if not v.converged),

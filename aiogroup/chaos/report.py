@@ -20,6 +20,7 @@ _LABELS = {
 
 
 _QUANTILES = ("p50", "p90", "p99", "max")
+_CLIENTS = ("aiogroup", "librdkafka", "kafka-python")
 
 
 def _counts(found: Mapping[str, int]) -> str:
@@ -38,6 +39,25 @@ def markdown_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     brokers = list(summaries)
     rows: list[tuple[str, list[str]]] = []
     rows.append(("runs", [str(summaries[b]["runs"]) for b in brokers]))
+    rows.append(
+        (
+            "seeds",
+            [
+                "{}-{}".format(*summaries[b]["seeds"]) if summaries[b].get("seeds") else "-"
+                for b in brokers
+            ],
+        )
+    )
+    for what, key in (("members started", "members"), ("record batches processed", "processed")):
+        rows.append(
+            (
+                f"{what} (aiogroup / librdkafka / kafka-python)",
+                [
+                    " / ".join(str(summaries[b].get(key, {}).get(c, 0)) for c in _CLIENTS)
+                    for b in brokers
+                ],
+            )
+        )
     kinds = sorted({k for b in brokers for k in summaries[b]["events"]})
     for kind in kinds:
         counts = [str(summaries[b]["events"].get(kind, 0)) for b in brokers]
