@@ -424,6 +424,16 @@ class _Context:
             if isinstance(gen, int) and leader and leader in by_member_id:
                 leaders.setdefault(gen, by_member_id[leader])
         self.leaders = leaders
+        #: The members each recorded leader round gave an assignment to, by generation.
+        self.round_members: dict[int, set[str]] = {}
+        for m in members.values():
+            for e in m.events:
+                gen = e.get("generation_id")
+                assigned = e.get("assignments")
+                if e.get("type") == "leader_round" and isinstance(gen, int) and assigned:
+                    self.round_members[gen] = {
+                        by_member_id.get(str(mid), str(mid)) for mid in assigned
+                    }
         #: The generations each member joined (its own word: joined events, callbacks).
         self.generations: dict[str, set[int]] = {
             m.name: {
@@ -459,6 +469,18 @@ class _Context:
             if e.get("type") == "inject" and e.get("kind") == "restart"
         ]
 
+    def generations_without(self, x: Holding, y: Holding) -> list[int]:
+        """Generations after ``x`` began and up to ``y``'s whose leader round (as recorded by
+        an aiogroup or kafka-python leader) has no assignment for ``x``'s member at all."""
+        if y.generation is None:
+            return []
+        lo = x.generation if x.generation is not None else -1
+        return sorted(
+            g
+            for g, names in self.round_members.items()
+            if lo < g <= y.generation and x.member not in names
+        )
+
     def rejoined_after_lapse(self, h: Holding) -> bool:
         """``h`` opened after its member's session lapsed, with no lost callback in between:
         the broker took the member back under its old member id."""
@@ -492,6 +514,12 @@ def _blame_overlap(ctx: _Context, x: Holding, y: Holding) -> tuple[str, str]:
         )
     if ctx.was_disturbed(x.member, y.start, x.end):
         return x.client, f"{x.member} ({x.client}) was paused or cut and revoked late"
+    missed = ctx.generations_without(x, y)
+    if missed:
+        return x.client, (
+            f"{x.member} ({x.client}) kept it although generation {missed[0]} was formed "
+            "without it (it was expired and never called lost)"
+        )
     leader = ctx.leaders.get(y.generation) if y.generation is not None else None
     if leader is not None:
         return (
@@ -502,9 +530,19 @@ def _blame_overlap(ctx: _Context, x: Holding, y: Holding) -> tuple[str, str]:
     return "unknown", f"{y.member} got it in generation {y.generation} before {x.member} revoked"
 
 
-def _deviation(ctx: _Context, blame: str, *held: Holding) -> str | None:
-    """A known broker deviation explaining a violation blamed on ``blame``, if any."""
-    if ctx.broker != "tansu" or blame not in ("aiogroup", "unknown"):
+def _deviation(
+    ctx: _Context, blame: str, *held: Holding, by_leader: bool = False, why: str = ""
+) -> str | None:
+    """A known broker deviation explaining a violation blamed on ``blame``, if any. Never one
+    blamed on a leader's assignment (``by_leader``): what a leader hands out is its own."""
+    if ctx.broker != "tansu" or by_leader:
+        return None
+    if why and "formed without it" in why:
+        return (
+            "tansu: a JoinGroup with an expired member id is accepted (docs/brokers.md, "
+            "deviation 6), so an expired member is never told its partitions are lost"
+        )
+    if blame not in ("aiogroup", "unknown"):
         return None
     ours = [h for h in held if h.client == "aiogroup"]
     if any(h.start_kind == "proof" for h in ours):
@@ -589,7 +627,7 @@ def _double_ownership(
                         end,
                         f"{x.member} held it {x.start:.3f}-{x.end:.3f} ({x.start_kind}/"
                         f"{x.end_kind}), {y.member} from {y.start:.3f}: {why}",
-                        _deviation(ctx, blame, x, y),
+                        _deviation(ctx, blame, x, y, by_leader=why.startswith("leader "), why=why),
                     )
                 )
 
@@ -657,7 +695,9 @@ def _acting(
                 else:
                     x, y = (mine, other) if mine.start <= other.start else (other, mine)
                     blame, why = _blame_overlap(ctx, x, y)
-                    deviation = _deviation(ctx, blame, x, y)
+                    deviation = _deviation(
+                        ctx, blame, x, y, by_leader=why.startswith("leader "), why=why
+                    )
                 episodes[key] = v = Violation(
                     "acting_on_other",
                     _fmt(p),

@@ -458,3 +458,34 @@ def test_tansu_completing_a_rebalance_without_a_paused_member_is_its_deviation()
     assert double.deviation is not None and "deviation 2" in double.deviation
     assert tansu.ok
     assert not check(build("embedded")).ok
+
+
+def test_a_member_left_out_of_a_generation_that_keeps_its_partitions_is_at_fault() -> None:
+    """The leader's round of generation 1 has no assignment for k (it was expired); k never
+    called lost and still holds t:0 when the leader gives it to a in generation 2: k's fault,
+    not the leader's. On Tansu, which took k back under its expired id, a deviation."""
+
+    def build(broker: str) -> RunLog:
+        log = Log(broker=broker).member("a", "aiogroup").member("k", "kafka-python")
+        log.joined("k", 1, 0).assigned("k", 1, 0, 0, 1)
+        log.joined("a", 1, 0, leader=True)
+        log.emit("a", 5, "leader_round", generation_id=1, assignments={"a-id": {TOPIC: [0, 1]}})
+        log.joined("k", 6, 2).joined("a", 6, 2, leader=True)
+        log.emit(
+            "a",
+            6,
+            "leader_round",
+            generation_id=2,
+            assignments={"a-id": {TOPIC: [0, 1]}, "k-id": {}},
+        )
+        log.assigned("a", 6.1, 2, 0, 1)
+        log.released("k", 7, 2, 0, 1)
+        return log.finish()
+
+    embedded = check(build("embedded"))
+    doubles = embedded.of("double_ownership")
+    assert len(doubles) == 2
+    assert all(v.blame == "kafka-python" and "formed without it" in v.detail for v in doubles)
+    assert embedded.ok
+    tansu = check(build("tansu"))
+    assert all(v.deviation is not None for v in tansu.of("double_ownership"))
