@@ -15,10 +15,7 @@ and say where they differ.
   if that is before the callback, and it **ends at a session lapse** (``reason: "lapse"``, at the
   session deadline): from then on the member acts on nothing (KAFKA-7026, docs/safety.md) and a
   later lost callback only tells the application. It opens again if the coordinator answers
-  within the generation (``proof``). A partition revoked after it left the acting set (a
-  lapse, then the answer that revokes it) is held for the revoked callback's length
-  (``revoking``), unless the session is lapsed then: the callback may commit it, and nobody
-  else can own it before it ends. A holding also ends when the member's process ends: its
+  within the generation (``proof``). A holding also ends when the member's process ends: its
   ``closed`` event, or the moment the runner saw it die (SIGKILL, a crash).
 * **Double ownership.** Two members' holdings of one partition intersect (ends before starts
   at equal times, so a hand-over at one instant is no overlap). Each episode is attributed:
@@ -32,6 +29,10 @@ and say where they differ.
   *acting without holding* (the actor's fault); acting on a partition another member holds at
   that moment is *acting on another's* (attributed as the double ownership it is part of, or
   to the actor if it did not hold the partition itself).
+  An aiogroup member's commit of a partition inside the revoked callback that takes it is not
+  acting without holding (KIP-429: commit what was processed before it moves), even if the
+  partition left its acting set first (a lapse, then the answer that revokes it); it is acting
+  on another's if someone else holds the partition then.
 * **Unowned at the end.** Partitions nobody holds when the run's settle phase ends. **Stranded**
   if the group had been quiet (no join, callback, leader round or acting change, no broker-side
   change, no injected event) for longer than the bound in which a correct group hands every
@@ -166,7 +167,7 @@ class Holding:
     partition: Partition
     start: float
     end: float
-    start_kind: str  # assigned | acting | proof | revoking
+    start_kind: str  # assigned | acting | proof
     end_kind: str  # revoked | lost | lapse | closed | killed | exited | open
     generation: int | None
 
@@ -231,7 +232,6 @@ def _member_holdings(m: _Member, anomalies: list[Violation] | None) -> list[Hold
     open_: dict[Partition, tuple[float, str, int | None]] = {}
     by_callbacks: set[Partition] = set()
     acting_based = m.client == "aiogroup"
-    lapsed = False  # the last acting event was a lapse (no answer since)
 
     def close(p: Partition, t: float, kind: str) -> None:
         start, start_kind, gen = open_.pop(p)
@@ -263,23 +263,10 @@ def _member_holdings(m: _Member, anomalies: list[Violation] | None) -> list[Hold
                 by_callbacks.discard(p)
                 if p in open_:
                     close(p, t, end)
-                elif (
-                    acting_based
-                    and end == "revoked"
-                    and e.get("started") is not None
-                    and not lapsed
-                ):
-                    # Out of the acting set already (a lapse, then the answer that proves the
-                    # session again and revokes it): the revocation itself may still commit
-                    # what was processed; nobody else can have it yet. Not while the session
-                    # is lapsed: an answer read late (after a pause) proves nothing.
-                    start = float(e["started"])
-                    out.append(Holding(m.name, m.client, p, start, t, "revoking", end, gen))
         elif kind == "acting" and acting_based:
             reason = e.get("reason")
             parts = set(_partitions(e.get("partitions")))
-            lapsed = reason == "lapse"
-            if lapsed:
+            if reason == "lapse":
                 t = float(e.get("at") or e["ts"])
                 for p in sorted(open_):
                     close(p, t, "lapse")
@@ -644,6 +631,22 @@ def _actions(m: _Member) -> Iterable[tuple[str, float, Partition]]:
                     yield "commit", t, (str(topic), int(part))
 
 
+def _revoke_windows(m: _Member) -> list[tuple[Partition, float, float]]:
+    """An aiogroup member's revoked callbacks: (partition, start, end). A commit of a revoked
+    partition inside its own revocation is what KIP-429 expects (commit what was processed,
+    before it moves), even when the partition already left the acting set (a lapse, then the
+    answer that revokes it); it is acting on another's all the same if someone else holds the
+    partition by then (an answer read after a pause)."""
+    if m.client != "aiogroup":
+        return []
+    return [
+        (p, float(e["started"]), float(e.get("ended") or e["ts"]))
+        for e in m.events
+        if e.get("type") == "partitions_revoked" and e.get("started") is not None
+        for p in _partitions(e.get("partitions"))
+    ]
+
+
 def _acting(
     ctx: _Context,
     members: Mapping[str, _Member],
@@ -662,7 +665,10 @@ def _acting(
             if what == "processed":
                 processed[m.client] += 1
             mine = next((h for h in own.get(p, ()) if h.covers(t)), None)
-            if mine is None:
+            revoking = what == "commit" and any(
+                q == p and lo <= t <= hi for q, lo, hi in _revoke_windows(m)
+            )
+            if mine is None and not revoking:
                 key = ("acting_unowned", m.name, "", p, None)
                 found = episodes.get(key)
                 if found is not None and found.end is not None and t - found.end < 5.0:
