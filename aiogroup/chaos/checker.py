@@ -413,6 +413,8 @@ class _Context:
         self.leaders = leaders
         #: The members each recorded leader round gave an assignment to, by generation.
         self.round_members: dict[int, set[str]] = {}
+        #: What each recorded leader round assigned, by generation and member name.
+        self.round_assignments: dict[int, dict[str, set[Partition]]] = {}
         for m in members.values():
             for e in m.events:
                 gen = e.get("generation_id")
@@ -420,6 +422,10 @@ class _Context:
                 if e.get("type") == "leader_round" and isinstance(gen, int) and assigned:
                     self.round_members[gen] = {
                         by_member_id.get(str(mid), str(mid)) for mid in assigned
+                    }
+                    self.round_assignments[gen] = {
+                        by_member_id.get(str(mid), str(mid)): set(_partitions(parts))
+                        for mid, parts in assigned.items()
                     }
         #: The generations each member joined (its own word: joined events, callbacks).
         self.generations: dict[str, set[int]] = {
@@ -492,6 +498,12 @@ class _Context:
 
 def _blame_overlap(ctx: _Context, x: Holding, y: Holding) -> tuple[str, str]:
     """(client to blame, why) for ``x`` (earlier) still holding when ``y`` began."""
+    given = ctx.round_assignments.get(y.generation) if y.generation is not None else None
+    if given is not None and y.partition not in given.get(y.member, set()):
+        return y.client, (
+            f"{y.member} ({y.client}) acted on it in generation {y.generation}, whose leader "
+            "did not give it the partition (an old claim)"
+        )
     if x.end_kind != "revoked":
         return x.client, f"{x.member} ({x.client}) still held it ({x.end_kind} at end)"
     if y.generation is not None and y.generation not in ctx.generations.get(x.member, ()):

@@ -489,3 +489,25 @@ def test_a_member_left_out_of_a_generation_that_keeps_its_partitions_is_at_fault
     assert embedded.ok
     tansu = check(build("tansu"))
     assert all(v.deviation is not None for v in tansu.of("double_ownership"))
+
+
+def test_acting_on_an_old_claim_is_the_claimant_not_the_leader() -> None:
+    """The leader's round of generation 2 gives t:0 to r; a acts on t:0 in generation 2 from
+    an old claim (before its sync answer revokes it): a's fault, not the leader's."""
+    log = Log().member("a", "aiogroup").member("r", "librdkafka").member("l", "kafka-python")
+    log.joined("a", 1, 0).assigned("a", 1, 0, 0)
+    log.joined("r", 1, 0).assigned("r", 1, 0, 1)
+    log.joined("l", 1, 0)
+    log.acting("a", 4.5, 0, reason="lapse", at=4.0)  # paused; r gets t:0 meanwhile
+    log.joined("r", 5, 1).assigned("r", 5, 1, 0)
+    log.joined("a", 6, 2).joined("r", 6, 2).joined("l", 6, 2)
+    log.emit(
+        "l", 6, "leader_round", generation_id=2, assignments={"r-id": {TOPIC: [0, 1]}, "a-id": {}}
+    )
+    log.acting("a", 6.1, 2)  # still claiming t:0
+    log.released("a", 6.2, 2, 0)
+    verdict = check(log.finish())
+    (double,) = verdict.of("double_ownership")
+    assert double.members == ("r", "a")
+    assert double.blame == "aiogroup" and "old claim" in double.detail
+    assert not verdict.ok
