@@ -292,9 +292,14 @@ class JsonlTelemetry:
         )
 
     def offsets_committed(
-        self, offsets: Mapping[TopicPartition, int], generation_id: int | None
+        self,
+        offsets: Mapping[TopicPartition, int],
+        generation_id: int | None,
+        *,
+        started: float | None = None,
     ) -> None:
-        """Offsets committed (next offset to read per partition)."""
+        """Offsets committed (next offset to read per partition); ``started``: when the commit
+        was sent (the event itself is written when the answer arrived)."""
         try:
             by_topic: dict[str, dict[str, int]] = {}
             for tp, offset in offsets.items():
@@ -302,7 +307,89 @@ class JsonlTelemetry:
         except Exception as exc:
             self._error("offsets_committed", exc)
             return
-        self.emit("offsets_committed", generation_id=generation_id, offsets=by_topic)
+        extra: dict[str, Any] = {} if started is None else {"started": float(started)}
+        self.emit("offsets_committed", generation_id=generation_id, offsets=by_topic, **extra)
+
+    def commit_failed(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        generation_id: int | None,
+        *,
+        error: str,
+        state: str | None = None,
+        local: bool = False,
+        error_code: int | None = None,
+        during_join: bool | None = None,
+        started: float | None = None,
+    ) -> None:
+        """A commit was refused: by the member itself (``local``, no request sent) or by the
+        coordinator (``error_code``); ``state`` is the member's state then."""
+        try:
+            grouped = _grouped(TopicPartition(str(tp[0]), int(tp[1])) for tp in offsets)
+        except Exception as exc:
+            self._error("commit_failed", exc)
+            return
+        self.emit(
+            "commit_failed",
+            generation_id=generation_id,
+            partitions=grouped,
+            error=str(error)[:500],
+            state=state,
+            local=bool(local),
+            error_code=error_code,
+            during_join=during_join,
+            started=started,
+        )
+
+    def acting(
+        self,
+        partitions: Iterable[TopicPartition],
+        reason: str,
+        generation_id: int | None,
+        *,
+        at: float | None = None,
+    ) -> None:
+        """The partitions the member may act on changed (all of them, not a delta).
+
+        ``reason``: ``rebalance`` (a callback round or a revocation began), ``lapse`` (a session
+        timeout passed without an answer from the coordinator, KAFKA-7026: nothing), ``proof``
+        (the coordinator answered again within the generation). ``at`` is when the change took
+        effect, if earlier than the event (a lapse is noticed after its deadline).
+        """
+        try:
+            grouped = _grouped(partitions)
+        except Exception as exc:
+            self._error("acting", exc)
+            return
+        extra: dict[str, Any] = {} if at is None else {"at": float(at)}
+        self.emit(
+            "acting", generation_id=generation_id, partitions=grouped, reason=reason, **extra
+        )
+
+    def state(self, state: str, generation_id: int | None) -> None:
+        """The member's state changed (``joining``, ``stable``, ...; see ``MemberState``)."""
+        self.emit("state", generation_id=generation_id, state=str(state))
+
+    def leader_round(
+        self,
+        generation_id: int,
+        assignments: Mapping[str, Iterable[TopicPartition]],
+        *,
+        withheld: Iterable[TopicPartition] = (),
+        stale_claims: Mapping[str, Iterable[TopicPartition]] | None = None,
+    ) -> None:
+        """This member led ``generation_id``: what it assigned to each member id, what it
+        withheld from a new owner (KIP-429 2d) and which claims it ignored as stale."""
+        try:
+            fields: dict[str, Any] = {
+                "assignments": {m: _grouped(tps) for m, tps in assignments.items()},
+                "withheld": _grouped(withheld),
+                "stale_claims": {m: _grouped(tps) for m, tps in (stale_claims or {}).items()},
+            }
+        except Exception as exc:
+            self._error("leader_round", exc)
+            return
+        self.emit("leader_round", generation_id=generation_id, **fields)
 
     def processed(self, tp: TopicPartition, first: int, last: int) -> None:
         """Records with offsets ``first..last`` (inclusive) of ``tp`` were processed."""

@@ -67,6 +67,11 @@ KNOWN_TYPES = (
     "offsets_committed",
     "processed",
     "closed",
+    # Written by aiogroup members (the audit reads them as context, never as ownership):
+    "acting",
+    "state",
+    "leader_round",
+    "commit_failed",
 )
 
 EVENT_SCHEMA = T.StructType(

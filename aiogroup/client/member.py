@@ -52,6 +52,7 @@ from aiogroup.errors import (
     KafkaError,
     LocalProtocolError,
     NotSubscribedError,
+    RebalanceInProgressError,
     RetriableError,
     error_for_code,
 )
@@ -62,7 +63,8 @@ from aiogroup.membership.machine import GroupMember as _Machine
 from aiogroup.membership.machine import MemberConfig
 from aiogroup.membership.states import MemberState
 from aiogroup.metrics import KIP429Metrics, MetricsSink, TeeMetrics
-from aiogroup.protocol.types import TopicPartition
+from aiogroup.protocol.consumer import decode_assignment
+from aiogroup.protocol.types import TopicPartition, to_topic_partitions
 
 __all__ = ["GroupMember", "MemberClosedError", "OffsetsSource", "RebalanceOutcome"]
 
@@ -448,7 +450,18 @@ class GroupMember:
             holder["result"] = result
             return [action]
 
-        await self._submit(start)
+        try:
+            await self._submit(start)
+        except RebalanceInProgressError as exc:  # refused here: no request was sent
+            self._telemetry_call(
+                "commit_failed",
+                offsets,
+                self.generation_id,
+                error=repr(exc),
+                state=self.state.value,
+                local=True,
+            )
+            raise
         await asyncio.wait_for(asyncio.shield(holder["result"]), self._request_bound())
 
     async def committed(
@@ -537,11 +550,10 @@ class GroupMember:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         machine = self._machine
+        watch = _ActingWatch(self)
         try:
-            acting = self.assignment
             while machine.state is not MemberState.CLOSED:
-                if self.assignment != acting:
-                    acting = self.assignment
+                if watch.check(loop.time()):
                     self._notify()  # a session lapsed, or an answer ended the lapse
                 deadline = machine.next_deadline()
                 timeout = None if deadline is None else max(0.0, deadline - loop.time())
@@ -591,6 +603,7 @@ class GroupMember:
             if not isinstance(exc, AiogroupError):
                 self._fatal.__cause__ = exc
         finally:
+            watch.check(loop.time())  # the last state (closed) and acting set
             self._fail_commits(self._fatal or MemberClosedError("the member closed"))
             self._notify()
 
@@ -627,6 +640,8 @@ class GroupMember:
                     self._rebalance_started = time.monotonic()
                 self._spawn(self._join_group(action))
             elif isinstance(action, act.SendSyncGroup):
+                if action.assignments and self._telemetry is not None:
+                    self._note_leader_round(action)
                 self._spawn(self._sync_group(action))
             elif isinstance(action, act.SendHeartbeat):
                 self._spawn(self._heartbeat(action))
@@ -876,6 +891,7 @@ class GroupMember:
 
     async def _commit(self, action: act.CommitOffsets) -> None:
         offsets = dict(action.offsets or {})
+        started = time.time()
         try:
             result = await self._transport.offset_commit(
                 offsets,
@@ -900,6 +916,16 @@ class GroupMember:
             self._post(ev.CoordinatorLost())
             return
         if result.error_code:
+            self._telemetry_call(
+                "commit_failed",
+                offsets,
+                action.generation_id,
+                error=f"error {result.error_code}",
+                state=self._machine.state.value,
+                error_code=result.error_code,
+                during_join=action.during_join,
+                started=started,
+            )
             self._post(ev.CommitFailed(action.token, result.error_code))
         else:
             log.debug(
@@ -908,7 +934,9 @@ class GroupMember:
                 len(offsets),
                 action.generation_id,
             )
-            self._telemetry_call("offsets_committed", offsets, action.generation_id)
+            self._telemetry_call(
+                "offsets_committed", offsets, action.generation_id, started=started
+            )
             if self._offsets_source is not None:
                 try:
                     self._offsets_source.offsets_committed(offsets)
@@ -1011,6 +1039,25 @@ class GroupMember:
         await self._transport.close()
         self._notify()
 
+    def _note_leader_round(self, action: act.SendSyncGroup) -> None:
+        """Telemetry: what this leader assigned, withheld (KIP-429 2d) and ignored as stale."""
+        try:
+            assignments = {
+                member_id: to_topic_partitions(decode_assignment(data).partitions)
+                for member_id, data in action.assignments
+            }
+        except Exception as exc:  # our own encoding: never expected, never fatal
+            log.debug("telemetry leader_round failed: %r", exc)
+            return
+        plan = self._machine.last_leader_plan
+        self._telemetry_call(
+            "leader_round",
+            action.generation_id,
+            assignments,
+            withheld=plan.withheld if plan is not None else (),
+            stale_claims=self._machine.stale_claims,
+        )
+
     def _telemetry_call(self, method: str, *args: Any, **kwargs: Any) -> None:
         if self._telemetry is None:
             return
@@ -1018,6 +1065,48 @@ class GroupMember:
             getattr(self._telemetry, method)(*args, **kwargs)
         except Exception as exc:  # telemetry must never break the member
             log.debug("telemetry %s failed: %r", method, exc)
+
+
+class _ActingWatch:
+    """Notices, in the driver's loop, when what the member may act on changes, and tells the
+    telemetry sink why (``lapse``, ``proof`` or ``rebalance``) along with every state change."""
+
+    def __init__(self, member: GroupMember) -> None:
+        self._member = member
+        self._acting = member.assignment
+        self._state = member.state
+        #: (generation, partitions) when a session lapsed; a return to them is the proof.
+        self._lapsed: tuple[int, Partitions] | None = None
+
+    def check(self, now: float) -> bool:
+        """Record what changed since the last call; True if the acting set changed."""
+        member = self._member
+        machine = member._machine
+        if machine.state is not self._state:
+            self._state = machine.state
+            member._telemetry_call("state", self._state.value, machine.generation_id)
+        acting = machine.may_act_on(now)
+        if acting == self._acting:
+            return False
+        before, self._acting = self._acting, acting
+        deadline = machine.session_deadline
+        at: float | None = None
+        if not acting and deadline is not None and now >= deadline:
+            reason = "lapse"
+            at = time.time() - (now - deadline)  # took effect at the deadline, not now
+            self._lapsed = (machine.generation_id, before)
+        elif (
+            self._lapsed is not None
+            and self._lapsed[0] == machine.generation_id
+            and acting <= self._lapsed[1]
+        ):
+            reason = "proof"
+            self._lapsed = None
+        else:
+            reason = "rebalance"
+            self._lapsed = None
+        member._telemetry_call("acting", acting, reason, machine.generation_id, at=at)
+        return True
 
 
 def _own_options() -> frozenset[str]:

@@ -226,6 +226,10 @@ class GroupMember:
         self._sync_sent_at = 0.0
         self._proof_at: float | None = None
         self._proof_lapse_noted = False
+        # The coordinator was lost and found again since the last answer that only a loaded
+        # group gives: Kafka's coordinator answers Heartbeat NONE without looking while it
+        # loads the group (GroupCoordinator.handleHeartbeat, COORDINATOR_LOAD_IN_PROGRESS).
+        self._hb_may_be_blind = False
         self._rebalance_start: float | None = None
         self._join_members: tuple[ev.JoinGroupMember, ...] = ()
         self._join_subscriptions: dict[str, Subscription] = {}
@@ -460,9 +464,14 @@ class GroupMember:
             raise LocalProtocolError(f"illegal transition {self._state.name} -> {new.name}")
         self._state = new
 
-    def _prove(self, sent_at: float) -> None:
+    def _prove(self, sent_at: float, *, blind: bool = False) -> None:
         """The coordinator answered a request sent at ``sent_at`` in a way that shows this member
-        in its generation: its session ran at least until ``sent_at`` + session timeout."""
+        in its generation: its session ran at least until ``sent_at`` + session timeout.
+
+        ``blind``: the answer was a Heartbeat NONE, which Kafka gives to anyone while it loads
+        the group after a coordinator change; then only every other answer counts."""
+        if not blind:
+            self._hb_may_be_blind = False
         if self._proof_at is None or sent_at > self._proof_at:
             self._proof_at = sent_at
             self._proof_lapse_noted = False
@@ -758,6 +767,7 @@ class GroupMember:
 
     def _coordinator_lost(self, now: float, out: Out) -> None:
         self.coordinator_id = None
+        self._hb_may_be_blind = True
         if self._state in _REBALANCING:
             self._goto(S.DISCOVERING)
         self._find_token = None
@@ -846,13 +856,14 @@ class GroupMember:
         if (
             self.config.enable_auto_commit
             and active
-            and self._owned
+            and self.may_act_on(now)
             and not self._reset_pending
             and not self._prepare_committed
             and self.coordinator_id is not None
         ):
             # Java's onJoinPrepare commits consumed offsets (auto-commit only) while the
-            # generation is still valid.
+            # generation is still valid; not after a lapsed session, when the member may act
+            # on nothing (KAFKA-7026: its partitions may be elsewhere by now).
             self._prepare_committed = True
             action = self._commit_action(None, "prepare")
             self._prepare_commit_token = action.token
@@ -1071,11 +1082,12 @@ class GroupMember:
         if (
             self.config.enable_auto_commit
             and active
-            and self._owned
+            and self.may_act_on(now)
             and self.coordinator_id is not None
             and not lost
         ):
-            # KIP-70: unsubscribe commits before clearing the assignment (auto-commit only).
+            # KIP-70: unsubscribe commits before clearing the assignment (auto-commit only);
+            # not after a lapsed session (KAFKA-7026).
             self._leave_phase = "commit"
             action = self._commit_action(None, "leave")
             self._leave_commit_token = action.token
@@ -1412,7 +1424,17 @@ class GroupMember:
             return
         self._hb_token = None
         self._last_hb_ok = now
-        self._prove(self._hb_sent_at)
+        lapse = self.session_deadline
+        if self._hb_may_be_blind and (lapse is None or self._hb_sent_at >= lapse):
+            # The session lapsed, and the coordinator changed since the last answer that
+            # proves anything: this NONE may be Kafka's blind answer while it loads the group,
+            # to a member it expired before it moved. Rejoin: the JoinGroup answer proves
+            # membership, or says UNKNOWN_MEMBER_ID and the partitions are lost.
+            if self._state is S.STABLE:
+                self._request_rejoin("session lapsed across a coordinator change")
+                self._advance(now, out)
+            return
+        self._prove(self._hb_sent_at, blind=self._hb_may_be_blind)
         r = self._round
         if r is not None and r.generation_id == self.generation_id and r.stable_at is not None:
             r.proven_until = self._hb_sent_at  # NONE: the group was Stable when it was handled

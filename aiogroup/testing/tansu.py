@@ -71,7 +71,13 @@ def docker_engine_available() -> tuple[bool, str]:
 class TansuBroker:
     """A Tansu broker process on a free loopback port, started and stopped by us (by pid)."""
 
-    def __init__(self, port: int | None = None, *, start_timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        start_timeout: float = 15.0,
+        advertised_port: int | None = None,
+    ) -> None:
         binary = find_tansu()
         if binary is None:
             raise ConfigurationError(
@@ -81,6 +87,8 @@ class TansuBroker:
         self.port = port or free_port()
         self.host = "127.0.0.1"
         self.start_timeout = start_timeout
+        #: The port named in metadata answers (a proxy in front of Tansu); default: ``port``.
+        self.advertised_port = advertised_port or self.port
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -96,7 +104,7 @@ class TansuBroker:
                 "--listener-url",
                 url,
                 "--advertised-listener-url",
-                url,
+                f"tcp://{self.host}:{self.advertised_port}",
                 "--storage-engine",
                 "memory://tansu/",
             ],

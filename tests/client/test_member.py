@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +24,9 @@ from aiogroup.client.transport import (
 from aiogroup.errors import FencedInstanceIdError, KafkaError
 from aiogroup.membership import MemberState, RebalanceCallbackError
 from aiogroup.protocol.types import TopicPartition
+from aiogroup.telemetry import JsonlTelemetry
+
+from .helpers import until
 
 TP = TopicPartition
 TOPIC = "orders"
@@ -227,8 +232,9 @@ async def test_telemetry_sees_join_callbacks_rebalance_and_commit() -> None:
     async with make(fake, telemetry=telemetry) as m:
         await m.wait_for_assignment(timeout=5)
         await m.commit({TP(TOPIC, 0): 3})
-    events = telemetry.events
-    assert events.index("joined") < events.index("partitions_assigned")
+    events = [e for e in telemetry.events if e not in ("state", "acting")]
+    assert events.index("joined") < events.index("leader_round")
+    assert events.index("leader_round") < events.index("partitions_assigned")
     assert events.index("partitions_assigned") < events.index("rebalance_completed")
     assert "offsets_committed" in events and events[-1] == "partitions_revoked"
 
@@ -340,3 +346,57 @@ async def test_committed_raises_a_non_retriable_answer_at_once() -> None:
             await m.committed([TP(TOPIC, 0)])
         assert info.value.error_code == 30
     assert len(fake.named("offset_fetch")) == 1
+
+
+class GatedHeartbeats(FakeTransport):
+    """Heartbeats wait for ``gate`` while it is set (a coordinator that stopped answering)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: asyncio.Event | None = None
+
+    async def heartbeat(self, **kw: Any) -> int:
+        gate = self.gate
+        if gate is not None:
+            await gate.wait()
+        return await super().heartbeat(**kw)
+
+
+async def test_telemetry_records_acting_windows_states_and_leader_rounds(tmp_path: Path) -> None:
+    """The acting set (``assignment``) is recorded at every change with why: ``rebalance``
+    and ``lapse`` (stamped at the session deadline, KAFKA-7026); every state change, the
+    leader's round, and commit outcomes with their send time. (Silent heartbeats make the
+    member look the coordinator up again, so the heartbeat answered afterwards proves
+    nothing and the member rejoins: the acting set comes back with that rebalance. ``proof``
+    is tested in tests/membership/test_safety.py.)"""
+    fake = GatedHeartbeats()
+    telemetry = JsonlTelemetry(tmp_path, "m")
+    async with make(fake, telemetry=telemetry) as m:
+        await m.wait_for_assignment(timeout=5)
+        sent = time.time()
+        await m.commit({TP(TOPIC, 0): 3})
+        gate = fake.gate = asyncio.Event()
+        deadline = m.session_deadline
+        assert deadline is not None
+        await until(m, lambda: not m.assignment, timeout=10)
+        lapse_wall = time.time() - (asyncio.get_running_loop().time() - deadline)
+        fake.gate = None
+        gate.set()
+        await until(m, lambda: m.assignment == ALL, timeout=10)
+    lines = [line for path in tmp_path.glob("*.jsonl") for line in path.read_text().splitlines()]
+    events = [json.loads(line) for line in lines]
+    acting = [(e["reason"], e["partitions"]) for e in events if e["type"] == "acting"]
+    everything = {TOPIC: [0, 1, 2]}
+    assert acting[:3] == [("rebalance", everything), ("lapse", {}), ("rebalance", everything)]
+    assert acting[-1] == ("rebalance", {})  # closing revokes everything
+    lapse = next(e for e in events if e["type"] == "acting" and e["reason"] == "lapse")
+    assert abs(lapse["at"] - lapse_wall) < 0.05 and lapse["at"] < lapse["ts"]
+    states = [e["state"] for e in events if e["type"] == "state"]
+    assert states[0] == "discovering" and states[-1] == "closed"
+    assert states.index("joining") < states.index("awaiting_sync") < states.index("stable")
+    rounds = [e for e in events if e["type"] == "leader_round"]
+    assert len(rounds) == 2  # the first join, and the rejoin after the lapse
+    for round_ in rounds:
+        assert round_["assignments"] == {"m-1": everything} and round_["withheld"] == {}
+    (commit,) = [e for e in events if e["type"] == "offsets_committed" and "started" in e]
+    assert sent <= commit["started"] <= commit["ts"]

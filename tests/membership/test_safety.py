@@ -21,6 +21,7 @@ from aiogroup.membership import (
     CallbacksFinished,
     CommitCompleted,
     CommitFailed,
+    CommitOffsets,
     CoordinatorFound,
     CoordinatorLost,
     FindCoordinator,
@@ -55,10 +56,19 @@ def stable(
     protocol: RebalanceProtocol = COOP,
     owned: frozenset[TopicPartition] = OWNED,
     topics: frozenset[str] = frozenset({"t"}),
+    *,
+    auto_commit: bool = False,
 ) -> Script:
     """A member STABLE in generation 1 owning ``owned``, whose last heartbeat was answered at
     once: its session is proven until ``s.now + SESSION``."""
-    s = Script(member(protocol, heartbeat_interval_ms=1_000, session_timeout_ms=10_000))
+    s = Script(
+        member(
+            protocol,
+            heartbeat_interval_ms=1_000,
+            session_timeout_ms=10_000,
+            enable_auto_commit=auto_commit,
+        )
+    )
     s.stable(owned, topics=topics)
     s.now += 1
     s.timer(s.now)
@@ -252,9 +262,83 @@ def test_finding_the_coordinator_again_is_no_answer_about_membership() -> None:
     s.feed(CoordinatorFound(find.token, 1))
     assert s.m.state is MemberState.STABLE and s.m.assignment == OWNED
     assert s.m.may_act_on(s.now) == frozenset()
+    # Its heartbeat answered NONE proves nothing here (it may be Kafka's blind answer while
+    # the group loads, see below): the member rejoins, and the JoinGroup answer proves.
     s.timer(s.now)
     hb = s.take(SendHeartbeat)
     s.feed(HeartbeatCompleted(hb.token))
+    assert s.m.may_act_on(s.now) == frozenset()
+    join = s.take(SendJoinGroup)
+    assert s.m.assignment == OWNED  # KIP-429: it rejoins still claiming them
+    s.feed(JoinGroupCompleted(join.token, 2, "m1", "leader-x", join.protocols[0][0]))
+    assert s.m.may_act_on(s.now) == OWNED
+
+
+def test_a_blind_heartbeat_answer_after_a_coordinator_restart_revives_nothing() -> None:
+    """Kafka's coordinator answers Heartbeat NONE without checking anything while it loads the
+    group after a restart (GroupCoordinator.handleHeartbeat). A member whose session lapsed
+    while the broker was down, and which the old coordinator had expired, must not take that
+    for proof: it rejoins, and UNKNOWN_MEMBER_ID tells it its partitions are lost. Found by
+    the chaos suite (Kafka 2.3, seed 1000: two owners of a partition for 1.4 s)."""
+    s = stable()
+    s.now += 1
+    s.timer(s.now)
+    s.take(SendHeartbeat)
+    s.feed(CoordinatorLost())  # the broker goes down
+    find = s.take(FindCoordinator)
+    s.now += SESSION + 20  # it restarts 30 s later
+    s.feed(CoordinatorFound(find.token, 1))
+    assert s.m.may_act_on(s.now) == frozenset()
+    s.timer(s.now)
+    s.feed(HeartbeatCompleted(s.take(SendHeartbeat).token))  # blind: the group is loading
+    assert s.m.may_act_on(s.now) == frozenset()
+    join = s.take(SendJoinGroup)
+    s.feed(JoinGroupFailed(join.token, 25))  # loaded: the old coordinator had expired us
+    assert s.take(InvokeCallbacks).lost == OWNED
+    assert s.m.may_act_on(s.now) == frozenset()
+
+
+def test_no_auto_commit_before_rejoining_after_a_lapse() -> None:
+    """Java's onJoinPrepare commits the consumed offsets before rejoining; after a lapsed
+    session the member acts on nothing, commits included (KAFKA-7026): it rejoins without.
+    Found by the chaos suite (Kafka 2.3, seeds 1001 and 1002: Consumers committed on rejoin
+    right after a broker restart)."""
+    s = stable(auto_commit=True)
+    s.feed(CoordinatorLost())
+    find = s.take(FindCoordinator)
+    s.now += SESSION + 20
+    s.feed(CoordinatorFound(find.token, 1))
+    s.timer(s.now)
+    acts = s.feed(HeartbeatCompleted(s.take(SendHeartbeat).token))
+    assert not any(isinstance(a, CommitOffsets) for a in acts), acts
+    assert any(isinstance(a, SendJoinGroup) for a in acts), acts
+
+
+def test_an_unlapsed_member_still_commits_before_rejoining() -> None:
+    s = stable(auto_commit=True)
+    s.now += 1
+    s.timer(s.now)
+    acts = s.feed(HeartbeatFailed(s.take(SendHeartbeat).token, 27))
+    assert any(isinstance(a, CommitOffsets) for a in acts), acts
+
+
+def test_blind_heartbeat_answers_keep_an_unexpired_session_going() -> None:
+    """Before its deadline the member is still in the group the coordinator loads (nobody
+    could expire it sooner), so heartbeats answered NONE keep it acting, no rejoin."""
+    s = stable()
+    s.now += 1
+    s.timer(s.now)
+    s.take(SendHeartbeat)
+    s.feed(CoordinatorLost())
+    find = s.take(FindCoordinator)
+    s.now += 1
+    s.feed(CoordinatorFound(find.token, 1))
+    for _ in range(3 * int(SESSION)):
+        s.now += 1
+        for action in s.timer(s.now):
+            if isinstance(action, SendHeartbeat):
+                s.feed(HeartbeatCompleted(action.token))
+            assert not isinstance(action, SendJoinGroup)
     assert s.m.may_act_on(s.now) == OWNED
 
 

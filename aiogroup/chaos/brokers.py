@@ -1,0 +1,345 @@
+"""The brokers a chaos run can use, behind one small interface.
+
+* ``embedded``: aiogroup's own broker (:class:`aiogroup.testing.ThreadedBroker`) in the
+  runner's process: restarts (``broker.restart()``), connection cuts (``broker.faults.cut``)
+  and the coordinator's view of the group (state, generation, leader, members) as truth.
+* ``kafka23``: Apache Kafka 2.3.0 with ZooKeeper on the local JVM
+  (:class:`aiogroup.testing.kafka.KafkaBroker`), behind a
+  :class:`~aiogroup.chaos.proxy.CuttingProxy` that the broker advertises, so connections can
+  be cut; restarts with ``KafkaBroker.restart_broker()``; truth from DescribeGroups and the
+  coordinator's lines in ``server.log`` (rebalances with their reason, members removed,
+  generations).
+* ``tansu``: the Tansu binary (``aiogroup[broker]``) behind the proxy. No restarts: its storage
+  is in memory, so a restarted Tansu is a new, empty cluster (topics and offsets gone), not a
+  restart. Its known deviations from Kafka (docs/brokers.md) are marked by the checker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aiogroup.chaos.checker import read_complete_lines
+from aiogroup.chaos.proxy import CuttingProxy
+from aiogroup.protocol import decode_assignment
+from aiogroup.testing import _wire
+from aiogroup.testing.tansu import free_port
+
+if TYPE_CHECKING:
+    from aiogroup.testing.kafka import KafkaBroker
+
+__all__ = ["BROKERS", "ChaosBroker", "start_broker"]
+
+BROKERS = ("embedded", "kafka23", "tansu")
+
+
+class ChaosBroker(Protocol):
+    kind: str
+    #: What members connect to.
+    bootstrap: str
+    can_restart: bool
+    can_cut: bool
+
+    def create_topic(self, name: str, partitions: int) -> None: ...
+
+    def restart(self) -> None:
+        """Restart the broker (blocking; topics, groups and offsets survive)."""
+
+    def cut(self, client_id: str) -> int:
+        """Close every connection of ``client_id``; how many."""
+
+    def truth(self, group: str) -> list[dict[str, Any]]:
+        """What the broker says about ``group`` that changed since the last call."""
+
+    def stop(self) -> None: ...
+
+
+class _Snapshots:
+    """Turns repeated snapshots into change events."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, Any] | None = None
+
+    def changed(self, snapshot: dict[str, Any] | None) -> list[dict[str, Any]]:
+        if snapshot is None or snapshot == self._last:
+            return []
+        self._last = snapshot
+        return [{"type": "group", **snapshot}]
+
+
+class EmbeddedChaosBroker:
+    kind = "embedded"
+    can_restart = True
+    can_cut = True
+
+    def __init__(self) -> None:
+        from aiogroup.testing import ThreadedBroker
+        from aiogroup.testing.coordinator import CoordinatorConfig
+
+        config = CoordinatorConfig(initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
+        self.threaded = ThreadedBroker(coordinator_config=config).start()
+        self.bootstrap = self.threaded.bootstrap
+        self._snapshots: dict[str, _Snapshots] = {}
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        self.threaded.create_topic(name, partitions)
+
+    def restart(self) -> None:
+        self.threaded.restart()
+
+    def cut(self, client_id: str) -> int:
+        return self.threaded.faults.cut(client_id=client_id)
+
+    def truth(self, group: str) -> list[dict[str, Any]]:
+        try:
+            view = self.threaded.group(group)
+        except Exception:  # restarting: no view now
+            return []
+        snap = None
+        if view is not None:
+            snap = {
+                "state": view.state,
+                "generation": view.generation_id,
+                "leader": view.leader,
+                "members": sorted(
+                    [m.member_id, m.client_id, _assigned(m.assignment)] for m in view.members
+                ),
+            }
+        return self._snapshots.setdefault(group, _Snapshots()).changed(snap)
+
+    def stop(self) -> None:
+        self.threaded.stop()
+
+
+def _assigned(data: bytes | None) -> list[int]:
+    if not data:
+        return []
+    try:
+        return sorted(p for ps in decode_assignment(data).partitions.values() for p in ps)
+    except Exception:
+        return []
+
+
+def _describe(host: str, port: int, group: str) -> dict[str, Any] | None:
+    """DescribeGroups v0 (every broker here speaks it): state and members, or None."""
+    try:
+        with socket.create_connection((host, port), timeout=2) as sock:
+            sock.settimeout(2)
+            r = _wire.blocking_request(
+                sock, "DescribeGroups", 0, {"groups": [group]}, client_id="aiogroup-chaos-truth"
+            )
+    except Exception:
+        return None
+    if not r.groups:
+        return None
+    g = r.groups[0]
+    return {
+        "state": g.group_state,
+        "error_code": int(g.error_code),
+        "members": sorted(
+            [m.member_id, m.client_id, _assigned(m.member_assignment)] for m in g.members
+        ),
+    }
+
+
+#: The Scala coordinator's INFO lines (Kafka 2.x) that tell what happened to a group.
+_KAFKA_LINES = [
+    (
+        re.compile(
+            r"Preparing to rebalance group (?P<group>\S+) in state (?P<state>\S+) with old "
+            r"generation (?P<generation>\d+) .*\(reason: (?P<reason>.*)\)"
+        ),
+        "rebalance",
+    ),
+    (re.compile(r"Stabilized group (?P<group>\S+) generation (?P<generation>\d+)"), "stabilized"),
+    (
+        re.compile(r"Member (?P<member>\S+) in group (?P<group>\S+) has failed, removing it"),
+        "member_failed",
+    ),
+    (
+        re.compile(r"Member (?P<member>\S+) in group (?P<group>\S+) has left, removing it"),
+        "member_left",
+    ),
+    (re.compile(r"Group (?P<group>\S+) with generation (?P<generation>\d+) is now empty"), "empty"),
+    (
+        re.compile(
+            r"Assignment received from leader for group (?P<group>\S+) for generation "
+            r"(?P<generation>\d+)"
+        ),
+        "assignment",
+    ),
+    (
+        re.compile(
+            r"Loading group metadata for (?P<group>\S+) with generation "
+            r"(?P<generation>\d+)"
+        ),
+        "loaded",
+    ),
+]
+
+
+class _ServerLog:
+    """New coordinator lines of Kafka's server.log about one group, parsed."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.offset = 0
+
+    def read(self, group: str) -> list[dict[str, Any]]:
+        if self.path is None:
+            return []
+        lines, self.offset = read_complete_lines(self.path, self.offset)
+        out: list[dict[str, Any]] = []
+        for raw in lines:
+            if group not in raw:
+                continue
+            event: dict[str, Any] = {"type": "coordinator", "line": raw[:400]}
+            for pattern, what in _KAFKA_LINES:
+                match = pattern.search(raw)
+                if match and match.group("group") == group:
+                    event["what"] = what
+                    event.update(
+                        {
+                            k: int(v) if k == "generation" else v
+                            for k, v in match.groupdict().items()
+                            if k != "group"
+                        }
+                    )
+                    break
+            out.append(event)
+        return out
+
+
+class Kafka23ChaosBroker:
+    kind = "kafka23"
+    can_restart = True
+    can_cut = True
+
+    def __init__(self, shared: KafkaBroker | None = None) -> None:
+        """Our own Kafka 2.3 behind the proxy; or, with ``shared``, a broker someone else
+        runs (a test session's): members connect to it directly, and the runner neither
+        restarts it nor cuts connections."""
+        from aiogroup.testing.kafka import KafkaBroker
+
+        self.proxy: CuttingProxy | None = None
+        if shared is not None:
+            self.kafka = shared
+            self.can_restart = self.can_cut = False
+            self._owned = False
+        else:
+            real = free_port()
+            self.proxy = CuttingProxy("127.0.0.1", real).start()
+            self.kafka = KafkaBroker(
+                config={"advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.proxy.port}"}
+            )
+            self.kafka.listeners[0].port = real
+            try:
+                self.kafka.start()
+            except BaseException:
+                self.proxy.stop()
+                raise
+            self._owned = True
+        self.bootstrap = self.proxy.address if self.proxy is not None else self.kafka.bootstrap
+        self._snapshots: dict[str, _Snapshots] = {}
+        self._logs: dict[str, _ServerLog] = {}
+        self._lock = threading.Lock()
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        self.kafka.create_topic(name, partitions)
+
+    def restart(self) -> None:
+        if not self.can_restart:
+            raise NotImplementedError("a shared Kafka 2.3 is not restarted by the chaos runner")
+        self.kafka.restart_broker()
+
+    def cut(self, client_id: str) -> int:
+        if self.proxy is None:
+            raise NotImplementedError("no proxy in front of a shared Kafka 2.3")
+        return self.proxy.cut(client_id)
+
+    def truth(self, group: str) -> list[dict[str, Any]]:
+        with self._lock:
+            log = self._logs.setdefault(group, _ServerLog(self.kafka.log_file))
+            out = log.read(group)
+        out += self._snapshots.setdefault(group, _Snapshots()).changed(
+            _describe(self.kafka.host, self.kafka.port, group)
+        )
+        return out
+
+    def stop(self) -> None:
+        if not self._owned:
+            return
+        try:
+            self.kafka.stop()
+        finally:
+            if self.proxy is not None:
+                self.proxy.stop()
+
+
+class TansuChaosBroker:
+    kind = "tansu"
+    can_restart = False
+    can_cut = True
+
+    def __init__(self) -> None:
+        from aiogroup.testing.tansu import TansuBroker
+
+        real = free_port()
+        self.proxy = CuttingProxy("127.0.0.1", real).start()
+        try:
+            self.tansu = TansuBroker(real, advertised_port=self.proxy.port).start()
+        except BaseException:
+            self.proxy.stop()
+            raise
+        self.bootstrap = self.proxy.address
+        self._snapshots: dict[str, _Snapshots] = {}
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=self.tansu.bootstrap, request_timeout_ms=10_000)
+        try:
+            admin.create_topics([NewTopic(name, partitions, 1)])
+        finally:
+            admin.close()
+
+    def restart(self) -> None:
+        raise NotImplementedError("Tansu keeps everything in memory: no restart")
+
+    def cut(self, client_id: str) -> int:
+        return self.proxy.cut(client_id)
+
+    def truth(self, group: str) -> list[dict[str, Any]]:
+        return self._snapshots.setdefault(group, _Snapshots()).changed(
+            _describe(self.tansu.host, self.tansu.port, group)
+        )
+
+    def stop(self) -> None:
+        try:
+            self.tansu.stop()
+        finally:
+            self.proxy.stop()
+
+
+def start_broker(kind: str) -> ChaosBroker:
+    """Start a broker of ``kind`` (one of :data:`BROKERS`)."""
+    if kind == "embedded":
+        return EmbeddedChaosBroker()
+    if kind == "kafka23":
+        return Kafka23ChaosBroker()
+    if kind == "tansu":
+        return TansuChaosBroker()
+    raise ValueError(f"unknown broker {kind!r}; expected one of {BROKERS}")
+
+
+@contextlib.contextmanager
+def running(kind: str) -> Any:
+    broker = start_broker(kind)
+    try:
+        yield broker
+    finally:
+        broker.stop()

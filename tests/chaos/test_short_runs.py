@@ -1,0 +1,72 @@
+"""The chaos suite's short variant: a few seeded runs, real member processes of every client,
+judged by the checker; nothing may be counted against aiogroup.
+
+The seeds are fixed so a failure replays: ``python -m aiogroup.chaos --broker embedded
+--seed 12 --members 3 --duration 6 --keep``. On the session's shared Kafka 2.3 the runner
+neither restarts the broker nor cuts connections (there is no proxy in front of it); the long
+run (docs/chaos.md) does both on a broker of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from aiogroup.chaos.brokers import Kafka23ChaosBroker, start_broker
+from aiogroup.chaos.runner import ChaosConfig, make_plan, run_once
+from aiogroup.testing.fixtures import apache_kafka  # noqa: F401 - the session fixture, by name
+
+if TYPE_CHECKING:
+    from aiogroup.chaos.brokers import ChaosBroker
+    from aiogroup.testing.kafka import KafkaBroker
+
+pytest.importorskip("confluent_kafka")
+pytest.importorskip("kafka")
+
+#: Seeds whose plans mix the three clients and the events that matter most here.
+EMBEDDED_SEEDS = (
+    12,  # librdkafka x2 + Consumer: a broker restart, a pause while the Consumer rejoins
+    7,  # Consumer, kafka-python, GroupMember: a pause, SIGKILL, a pause while rejoining
+)
+KAFKA23_SEED = 4  # librdkafka, GroupMember, kafka-python: join, SIGKILL, pause while rejoining
+
+
+def _run(broker: ChaosBroker, seed: int, out: Path) -> None:
+    config = ChaosConfig(broker=broker.kind, seed=seed, out=out, members=3, duration=6.0)
+    verdict = run_once(config, broker)
+    against = [f"{v.kind} {v.partition or ''}: {v.detail}" for v in verdict.against("aiogroup")]
+    assert not against, f"seed {seed} on {broker.kind}: {verdict.summary()}\n" + "\n".join(against)
+    assert verdict.members.get("aiogroup", 0) >= 1
+    assert sum(verdict.events.values()) >= 1, verdict.summary()
+    assert verdict.converged or verdict.waiting, verdict.summary()
+
+
+@pytest.mark.parametrize("seed", EMBEDDED_SEEDS)
+def test_short_run_on_the_embedded_broker(seed: int, tmp_path: Path) -> None:
+    broker = start_broker("embedded")
+    try:
+        _run(broker, seed, tmp_path)
+    finally:
+        broker.stop()
+
+
+@pytest.mark.kafka23
+def test_short_run_on_kafka23(apache_kafka: KafkaBroker, tmp_path: Path) -> None:  # noqa: F811
+    _run(Kafka23ChaosBroker(shared=apache_kafka), KAFKA23_SEED, tmp_path)
+
+
+def test_the_plans_are_what_the_seeds_promise() -> None:
+    """The seeds above keep their meaning (a plan follows from its seed alone)."""
+    out = Path("unused")
+    kinds = [
+        [s.kind for s in make_plan(ChaosConfig("embedded", seed, out, 3, 6.0)).steps]
+        for seed in EMBEDDED_SEEDS
+    ]
+    assert kinds == [["restart", "stop_rejoining"], ["stop", "kill", "stop_rejoining"]]
+    plan = make_plan(
+        ChaosConfig("kafka23", KAFKA23_SEED, out, 3, 6.0), can_restart=False, can_cut=False
+    )
+    assert [s.kind for s in plan.steps] == ["join", "kill", "stop_rejoining"]
+    assert set(plan.initial) == {"librdkafka", "aiogroup", "kafka-python"}
