@@ -48,6 +48,17 @@ def _hand_off(s: Script, within: float = 20.0) -> None:
     s.feed(CloseRequested(finish_rebalance_by=s.now + within, hand_off=True))
 
 
+def _hand_off_round(s: Script, join: SendJoinGroup, owned: frozenset[object], gen: int) -> None:
+    """The hand-off JoinGroup (nothing subscribed, ``owned`` claimed) gets nothing: revoke all,
+    assigned(empty), then the leave."""
+    assert list(join_subscription(join).topics) == [] and owned_in(join) == owned
+    cb = s.join_as_follower(frozenset(), generation_id=gen, join=join)
+    assert cb.revoked == owned
+    s.feed(CallbacksFinished(cb.token))
+    s.finish_callbacks()
+    _finish_leave(s)
+
+
 def _finish_leave(s: Script) -> None:
     leave = s.take(SendLeaveGroup)
     s.feed(LeaveGroupCompleted(leave.token))
@@ -113,13 +124,7 @@ def test_a_failed_hand_off_join_is_retried_still_subscribed_to_nothing() -> None
     _hand_off(s)
     join = s.take(SendJoinGroup)
     s.feed(JoinGroupFailed(join.token, 27))  # REBALANCE_IN_PROGRESS: join again at once
-    again = s.take(SendJoinGroup)
-    assert list(join_subscription(again).topics) == [] and owned_in(again) == tps("t-0")
-    cb = s.join_as_follower(frozenset(), generation_id=2, join=again)
-    assert cb.revoked == tps("t-0")
-    s.feed(CallbacksFinished(cb.token))
-    s.finish_callbacks()
-    _finish_leave(s)
+    _hand_off_round(s, s.take(SendJoinGroup), tps("t-0"), 2)
 
 
 def test_hand_off_asked_mid_rebalance_waits_for_that_round_first() -> None:
@@ -139,13 +144,7 @@ def test_hand_off_asked_mid_rebalance_waits_for_that_round_first() -> None:
     s.feed(CallbacksFinished(cb.token))
     s.finish_callbacks()
     assert not s.has(SendLeaveGroup)
-    handoff = s.take(SendJoinGroup)
-    assert list(join_subscription(handoff).topics) == [] and owned_in(handoff) == tps("t-0")
-    cb = s.join_as_follower(frozenset(), generation_id=3, join=handoff)
-    assert cb.revoked == tps("t-0")
-    s.feed(CallbacksFinished(cb.token))
-    s.finish_callbacks()
-    _finish_leave(s)
+    _hand_off_round(s, s.take(SendJoinGroup), tps("t-0"), 3)
 
 
 def test_a_hand_off_that_takes_too_long_leaves_as_a_close_does() -> None:
