@@ -1078,10 +1078,29 @@ class GroupMember:
 
     def _leave_due(self) -> bool:
         """A waiting close goes ahead now (a hand-off first needs its round, unless nothing
-        is left to hand over)."""
+        is left to hand over, or the leader is no longer one that withholds for it)."""
         if self._close_by is None or not self._close_ready():
             return False
-        return self._handoff not in ("pending", "joined") or not self._owned
+        if self._handoff in ("pending", "joined") and self._owned:
+            if self._leader_withholds():
+                return False
+            # The leader changed since the hand-off began (the aiogroup leader left, a peer
+            # leads now): rejoining subscribed to nothing could get our partitions handed to
+            # others while we still hold them. Leave as a plain close does.
+            log.info(
+                "the group's leader (%s) did not announce %r: leaving without a hand-off",
+                self.leader_id,
+                HAND_OFF_AWARE,
+            )
+            self._handoff = ""
+        return True
+
+    def _leader_withholds(self) -> bool:
+        """The current leader keeps a member's claimed partitions from others for a round even
+        of topics the member no longer subscribes to: ourselves, or an announced aiogroup."""
+        return self.is_leader or (
+            self._aware_leader is not None and self._aware_leader == self.leader_id
+        )
 
     def _close_ready(self) -> bool:
         """A waiting close may go ahead: the final commit and revocation can happen in a
@@ -1282,7 +1301,7 @@ class GroupMember:
             # Only a leader known to withhold our claims keeps this safe: librdkafka's leader
             # hands partitions of topics their owner no longer subscribes to straight to
             # others, trusting KIP-429 1a (found by tests/consumer/test_hand_off.py).
-            and (self.is_leader or self._aware_leader == self.leader_id)
+            and self._leader_withholds()
         )
 
     def _on_metadata(self, e: ev.MetadataUpdated, now: float, out: Out) -> None:

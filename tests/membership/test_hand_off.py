@@ -316,3 +316,23 @@ def test_under_a_leader_that_did_not_announce_itself_a_hand_off_is_a_plain_close
     assert not s.has(SendJoinGroup)
     assert s.finish_callbacks().revoked == tps("t-0", "t-1")
     _finish_leave(s)
+
+
+def test_a_leader_change_before_the_hand_off_join_turns_it_into_a_plain_leave() -> None:
+    """Found by the rolling-bounce bench's mixed group on Kafka 2.3 (all members stopped at
+    once): the hand-off was asked under an aiogroup leader, which then left; the next round
+    was led by a peer, and the hand-off JoinGroup sent after it let that peer give the
+    partitions away while this member still held them. The gate is checked again before
+    every hand-off JoinGroup."""
+    s = Script(member())
+    s.stable(tps("t-0", "t-1"), user_data=HAND_OFF_AWARE)
+    join = rebalance(s)  # a rebalance under way when the hand-off is asked
+    _hand_off(s)
+    assert not s.has(SendJoinGroup)
+    # That round is led by a peer (the aiogroup leader left): nothing moves, no marker.
+    cb = s.join_as_follower(tps("t-0", "t-1"), generation_id=2, join=join, leader="peer-y")
+    s.feed(CallbacksFinished(cb.token))
+    # No hand-off JoinGroup: the usual leave instead, revoking both.
+    assert not s.has(SendJoinGroup)
+    assert s.finish_callbacks().revoked == tps("t-0", "t-1")
+    _finish_leave(s)
