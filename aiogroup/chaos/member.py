@@ -23,8 +23,8 @@ docs/telemetry.md); the kafka-python wrapper adds ``leader_round`` when it leads
 ``started`` (with the kind) and ``error`` (what ended the process abnormally).
 
 SIGTERM closes the member cleanly: aiogroup members hand their partitions off first
-(``hand_off()``: they keep working on them until the round that moves them, under an aiogroup
-leader; otherwise commit, revoke, leave), peers close; SIGKILL and SIGSTOP are the runner's.
+(``hand_off()``, under an aiogroup leader; otherwise commit, revoke, leave; consumers keep
+reading until the round that moves them), peers close; SIGKILL and SIGSTOP are the runner's.
 The exit code is 0 after a clean close, 1 after an error.
 """
 
@@ -96,7 +96,6 @@ async def _run_group_member(
 ) -> None:
     from aiogroup import GroupMember
     from aiogroup.errors import AiogroupError
-    from aiogroup.membership import MemberState
 
     counter = 0
     async with GroupMember(
@@ -106,13 +105,7 @@ async def _run_group_member(
         **_common_options(args, telemetry),
     ) as member:
         _started(args, telemetry)
-        while True:
-            if stop.is_set() and not member.handing_off:
-                # SIGTERM: hand the partitions over (working on them until they move), or a
-                # plain leave where a hand-off does not apply (see GroupMember.hand_off).
-                member.hand_off()
-            if member.handing_off and member.state is MemberState.CLOSED:
-                break
+        while not stop.is_set():
             owned = member.assignment
             if owned:
                 counter += 1
@@ -124,8 +117,11 @@ async def _run_group_member(
             except AiogroupError as exc:
                 telemetry.emit("member_error", error=repr(exc)[:500])
             with contextlib.suppress(TimeoutError):  # the work loop's pace, or SIGTERM
-                wake = member.changed() if member.handing_off else stop.wait()
-                await asyncio.wait_for(wake, args.commit_every_ms / 1000)
+                await asyncio.wait_for(stop.wait(), args.commit_every_ms / 1000)
+        # SIGTERM: hand the partitions over (a plain leave where a hand-off does not apply).
+        # The loop above stops first: it commits what it read from ``assignment``, which a
+        # hand-off round may revoke in between (see docs/chaos.md, "acting without holding").
+        await member.close(hand_off=True)
 
 
 async def _run_consumer(
