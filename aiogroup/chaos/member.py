@@ -22,8 +22,10 @@ poll returned), ``offsets_committed`` (with the time the commit was sent), ``com
 docs/telemetry.md); the kafka-python wrapper adds ``leader_round`` when it leads. Besides:
 ``started`` (with the kind) and ``error`` (what ended the process abnormally).
 
-SIGTERM closes the member cleanly (commit, revoke, leave); SIGKILL and SIGSTOP are the
-runner's. The exit code is 0 after a clean close, 1 after an error.
+SIGTERM closes the member cleanly: aiogroup members hand their partitions off first
+(``hand_off()``: they keep working on them until the round that moves them, under an aiogroup
+leader; otherwise commit, revoke, leave), peers close; SIGKILL and SIGSTOP are the runner's.
+The exit code is 0 after a clean close, 1 after an error.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ async def _run_group_member(
 ) -> None:
     from aiogroup import GroupMember
     from aiogroup.errors import AiogroupError
+    from aiogroup.membership import MemberState
 
     counter = 0
     async with GroupMember(
@@ -103,7 +106,13 @@ async def _run_group_member(
         **_common_options(args, telemetry),
     ) as member:
         _started(args, telemetry)
-        while not stop.is_set():
+        while True:
+            if stop.is_set() and not member.handing_off:
+                # SIGTERM: hand the partitions over (working on them until they move), or a
+                # plain leave where a hand-off does not apply (see GroupMember.hand_off).
+                member.hand_off()
+            if member.handing_off and member.state is MemberState.CLOSED:
+                break
             owned = member.assignment
             if owned:
                 counter += 1
@@ -115,13 +124,15 @@ async def _run_group_member(
             except AiogroupError as exc:
                 telemetry.emit("member_error", error=repr(exc)[:500])
             with contextlib.suppress(TimeoutError):  # the work loop's pace, or SIGTERM
-                await asyncio.wait_for(stop.wait(), args.commit_every_ms / 1000)
+                wake = member.changed() if member.handing_off else stop.wait()
+                await asyncio.wait_for(wake, args.commit_every_ms / 1000)
 
 
 async def _run_consumer(
     args: argparse.Namespace, telemetry: JsonlTelemetry, stop: asyncio.Event
 ) -> None:
     from aiogroup import Consumer
+    from aiogroup.consumer import ConsumerStoppedError
     from aiogroup.errors import AiogroupError
 
     consumer = Consumer(
@@ -137,9 +148,13 @@ async def _run_consumer(
     )
     async with consumer:
         _started(args, telemetry)
-        while not stop.is_set():
+        while True:
+            if stop.is_set() and not consumer.handing_off:
+                consumer.hand_off()  # SIGTERM: read on until the partitions have moved
             try:
                 batch = await consumer.getmany(timeout_ms=100)
+            except ConsumerStoppedError:
+                break  # handed off and left
             except AiogroupError as exc:  # a callback error, a commit failure on poll, ...
                 telemetry.emit("member_error", error=repr(exc)[:500])
                 continue
