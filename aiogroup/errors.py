@@ -31,6 +31,7 @@ Only these types escape aiogroup's public calls (plus ``asyncio.CancelledError``
         ├── FencedInstanceIdError    (82)
         ├── InconsistentGroupProtocolError (23)
         ├── CommitFailedError        a commit the group can no longer accept
+        │   └── PartitionNotAssignedError  offsets of a partition this member does not own
         └── ...                      every other code maps to KafkaError with its code
 """
 
@@ -58,6 +59,7 @@ __all__ = [
     "MemberIdRequiredError",
     "NotCoordinatorError",
     "NotSubscribedError",
+    "PartitionNotAssignedError",
     "RebalanceInProgressError",
     "RemoteProtocolError",
     "RetriableError",
@@ -229,6 +231,14 @@ class SaslAuthenticationError(AuthenticationError, KafkaError):
 
 class CommitFailedError(KafkaError):
     """A commit that can never succeed for this generation (the member was kicked out)."""
+
+
+class PartitionNotAssignedError(CommitFailedError):
+    """Offsets given for a partition this member does not own (never assigned, or revoked
+    since: its revocation callback has returned). Nothing is committed. The broker would take
+    it under the member's current generation and could rewind the new owner's progress (a
+    cooperative rebalance moves partitions while the member stays in the group); aiokafka
+    refuses the same commit (``IllegalStateError``)."""
 
 
 def error_for_code(code: int, message: str = "") -> KafkaError:

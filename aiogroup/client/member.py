@@ -496,7 +496,10 @@ class GroupMember:
 
         Raises :class:`~aiogroup.errors.RebalanceInProgressError` (retriable: retry once the
         rebalance completes) or :class:`~aiogroup.errors.CommitFailedError` (the member is not
-        in the generation any more; its partitions may be elsewhere).
+        in the generation any more; its partitions may be elsewhere); its subclass
+        :class:`~aiogroup.errors.PartitionNotAssignedError` when ``offsets`` name a partition
+        this member does not own (never assigned, or revoked since: inside
+        ``on_partitions_revoked`` it is still owned), and nothing is committed.
         """
         self._raise_pending()
         holder: dict[str, asyncio.Future[None]] = {}

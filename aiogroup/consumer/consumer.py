@@ -475,7 +475,8 @@ class Consumer:
         Raises :class:`~aiogroup.errors.RebalanceInProgressError` (retriable: retry once the
         rebalance completes), :class:`~aiogroup.errors.CommitFailedError` (the member is no
         longer in the generation; :class:`PollIntervalExceededError` if it left because the
-        application stopped polling).
+        application stopped polling; :class:`~aiogroup.errors.PartitionNotAssignedError` for
+        offsets of a partition not assigned to this consumer, as aiokafka refuses them).
         """
         self._ensure_open()
         self._raise_errors()

@@ -27,6 +27,7 @@ from aiogroup.errors import (
     LocalProtocolError,
     MemberIdRequiredError,
     NotCoordinatorError,
+    PartitionNotAssignedError,
     RebalanceInProgressError,
     RemoteProtocolError,
     UnknownMemberIdError,
@@ -451,6 +452,7 @@ class GroupMember:
         if self.protocol is RebalanceProtocol.COOPERATIVE and in_generation:
             if self.coordinator_id is None:
                 raise CoordinatorNotAvailableError("the group coordinator is not known yet")
+            self._refuse_unowned(offsets)
             return self._commit_action(offsets, "user", during_join=self._join_token is not None)
         active = self._joined and in_generation
         if self._state in _REBALANCING or (not active and self._state is S.PREPARING):
@@ -463,7 +465,25 @@ class GroupMember:
             )
         if self.coordinator_id is None:
             raise CoordinatorNotAvailableError("the group coordinator is not known yet")
+        self._refuse_unowned(offsets)
         return self._commit_action(offsets, "user")
+
+    def _refuse_unowned(self, offsets: Mapping[TopicPartition, int] | None) -> None:
+        """Offsets of a partition we do not own (never assigned, or its revocation callback
+        has returned) are refused: the broker would take them under our generation, and under
+        COOPERATIVE the partition's new owner is in that generation too, so a late commit here
+        could rewind its progress (found by the chaos runs: a commit loop that read
+        ``assignment`` just before a revocation)."""
+        if offsets is None:
+            return
+        unowned = [tp for tp in offsets if tp not in self._owned]
+        if unowned:
+            shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(unowned)[:5])
+            more = f" and {len(unowned) - 5} more" if len(unowned) > 5 else ""
+            raise PartitionNotAssignedError(
+                f"commit refused: this member does not own {shown}{more} (not assigned, or "
+                "revoked since); nothing was committed"
+            )
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from aiogroup.errors import (
     GroupAuthorizationFailedError,
     InconsistentGroupProtocolError,
     LocalProtocolError,
+    PartitionNotAssignedError,
     RebalanceInProgressError,
     RemoteProtocolError,
 )
@@ -60,7 +61,7 @@ from aiogroup.protocol import (
     encode_subscription,
     to_topic_partitions,
 )
-from aiogroup.protocol.types import group_by_topic
+from aiogroup.protocol.types import TopicPartition, group_by_topic
 
 from .helpers import EagerFixed, FixedAssignor, Script, leader_join, member, tps
 
@@ -465,6 +466,40 @@ def test_commit_gating() -> None:
     s.feed(CoordinatorLost())
     with pytest.raises(CoordinatorNotAvailableError):
         s.m.commit(None, s.now)
+
+
+@pytest.mark.parametrize("protocol", [COOP, EAGER])
+def test_commit_of_a_partition_not_owned_is_refused(protocol: RebalanceProtocol) -> None:
+    """Chaos runs found commits of partitions revoked a moment before (a loop that read
+    ``assignment``, then committed): the broker takes them under the member's generation, and
+    under COOPERATIVE the new owner shares that generation. Refused, as aiokafka does; inside
+    the revocation callback the partition is still ours and its commit goes out."""
+    s = Script(member(protocol))
+    s.stable(tps("t-0", "t-1"))
+    t0, t1 = sorted(tps("t-0", "t-1"))
+    with pytest.raises(PartitionNotAssignedError, match="t-7"):
+        s.m.commit({TopicPartition("t", 7): 1, t0: 5}, s.now)
+    assert s.pending == []  # nothing sent, not even the owned part
+    deadline = s.m.next_deadline()
+    assert deadline is not None
+    s.timer(deadline)
+    s.feed(HeartbeatFailed(s.take(SendHeartbeat).token, 27))
+    if protocol is COOP:
+        cb = s.join_as_follower(tps("t-0"), generation_id=2)
+        assert cb.revoked == tps("t-1")
+        # Inside on_partitions_revoked t-1 is still ours: its final commit goes out.
+        assert s.m.commit({t1: 9}, s.now).offsets == {t1: 9}
+        s.feed(CallbacksFinished(cb.token))
+        s.finish_callbacks()
+        with pytest.raises(PartitionNotAssignedError, match="revoked since"):
+            s.m.commit({t1: 10}, s.now)  # after the callback returned
+        assert s.m.commit({t0: 11}, s.now).offsets == {t0: 11}
+    else:
+        cb = s.take(InvokeCallbacks)
+        assert s.m.commit({t1: 9}, s.now).offsets == {t1: 9}  # inside the eager revocation
+        s.feed(CallbacksFinished(cb.token))
+        with pytest.raises(RebalanceInProgressError):
+            s.m.commit({t1: 10}, s.now)  # eager, mid-rebalance: retriable, as before
 
 
 def test_commit_in_flight_when_coordinator_lost_fails_retriably() -> None:
