@@ -716,7 +716,10 @@ class _OwnedClaims:
     def free(self, k: int) -> list[int]:
         """The ids of topic ``k`` nobody claims, ascending."""
         start, count = self.layout.offsets[k], self.layout.counts[k]
-        return list(map(add, self._index.unclaimed(self.layout.topics[k], count), repeat(start)))
+        topic = self.layout.topics[k]
+        if topic not in self._index.claims:  # all of it
+            return list(range(start, start + count))
+        return list(map(add, self._index.unclaimed(topic, count), repeat(start)))
 
 
 def _uniform(
@@ -1340,7 +1343,8 @@ def _general(
     # Fill: the most constrained topics first, each partition to the least loaded subscriber.
     # filled_by[g]: the member the fill gave id g to; filled: those ids, in the order given.
     filled_by = [-1] * layout.total
-    filled: list[int] = []
+    # What the fill gave each member, in the order given.
+    fills: list[list[int]] = [[] for _ in range(members)]
     # Per member, the topics the fill gave it partitions of (in the order given) and how many.
     fill_topics: list[list[int]] = [[] for _ in range(members)]
     fill_lens: list[list[int]] = [[] for _ in range(members)]
@@ -1356,7 +1360,7 @@ def _general(
                 i = hinted.get(g, -1)
                 if i >= 0 and name in subscribed[i]:
                     filled_by[g] = i
-                    filled.append(g)
+                    fills[i].append(g)
                     given.append(i)
                     load[i] += 1
                 else:
@@ -1371,11 +1375,9 @@ def _general(
             filled_by[offsets[k] : offsets[k] + counts[k]] = receivers
         else:
             deque(map(filled_by.__setitem__, free, receivers), 0)
-        filled.extend(free)
+        # fills[i].append(g) for each partition given, in C.
+        deque(map(list.append, map(fills.__getitem__, receivers), free), 0)
         _record_runs(given + receivers if given else receivers, k, fill_topics, fill_lens)
-    # What the fill gave each member, in the order given: fills[filled_by[g]].append(g), in C.
-    fills: list[list[int]] = [[] for _ in range(members)]
-    deque(map(list.append, map(fills.__getitem__, map(filled_by.__getitem__, filled)), filled), 0)
     # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
     # moving are the newly given ones. Grouped only when the rebalance touches the member.
     held = _Held(layout, owned, fills, fill_topics, fill_lens)
