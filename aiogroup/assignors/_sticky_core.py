@@ -1104,6 +1104,17 @@ def _free_ids(owner_of: list[int], start: int, count: int) -> list[int]:
     return list(compress(range(start, start + count), map((0).__gt__, part)))
 
 
+def _record_runs(
+    receivers: list[int], k: int, fill_topics: list[list[int]], fill_lens: list[list[int]]
+) -> None:
+    """Note that each member in ``receivers`` (one entry per partition of topic ``k`` given)
+    got a run of that many partitions of ``k``: appended to its ``fill_topics`` and
+    ``fill_lens``, in C."""
+    runs = Counter(receivers)
+    deque(map(list.append, map(fill_topics.__getitem__, runs), repeat(k)), 0)
+    deque(map(list.append, map(fill_lens.__getitem__, runs), runs.values()), 0)
+
+
 def _water_fill(free: list[int], subscribers: list[int], load: list[int]) -> list[int]:
     """Who gets each of ``free``, handed out one at a time to the least loaded of
     ``subscribers`` (lowest index on ties), as popping a heap of ``(load, member)`` would;
@@ -1330,7 +1341,7 @@ def _general(
     load = list(owned.loads)
 
     # Fill: the most constrained topics first, each partition to the least loaded subscriber.
-    # filled_by[g]: the member the fill gave id g to.
+    # filled_by[g]: the member the fill gave id g to; filled: those ids, in the order given.
     filled_by = [-1] * layout.total
     # What the fill gave each member, in the order given.
     fills: list[list[int]] = [[] for _ in range(members)]
@@ -1338,14 +1349,11 @@ def _general(
     fill_topics: list[list[int]] = [[] for _ in range(members)]
     fill_lens: list[list[int]] = [[] for _ in range(members)]
     for k in sorted(range(ntopics), key=lambda k: (len(subs[k]), k)):
-        subscribers = subs[k]
-        if not subscribers:
+        if not subs[k]:
             continue
         free = owned.free(k)
-        if not free:
-            continue
-        before = list(map(load.__getitem__, subscribers))
-        if hinted:
+        given: list[int] = []  # members given a hinted partition of k, one entry each
+        if hinted and free:
             rest = []
             name = layout.topics[k]
             for g in free:
@@ -1353,23 +1361,23 @@ def _general(
                 if i >= 0 and name in subscribed[i]:
                     filled_by[g] = i
                     fills[i].append(g)
+                    given.append(i)
                     load[i] += 1
                 else:
                     rest.append(g)
             free = rest
-        if free:
-            receivers = _water_fill(free, subscribers, load)
-            if len(free) == counts[k]:
-                filled_by[offsets[k] : offsets[k] + counts[k]] = receivers
-            else:
-                deque(map(filled_by.__setitem__, free, receivers), 0)
-            # fills[i].append(g) for each partition given, in C.
-            deque(map(list.append, map(fills.__getitem__, receivers), free), 0)
-        # Each subscriber that gained got one run of that many partitions of k (all in C).
-        gained = list(map(sub, map(load.__getitem__, subscribers), before))
-        takers = list(compress(subscribers, gained))
-        deque(map(list.append, map(fill_topics.__getitem__, takers), repeat(k)), 0)
-        deque(map(list.append, map(fill_lens.__getitem__, takers), filter(None, gained)), 0)
+        if not free:
+            if given:
+                _record_runs(given, k, fill_topics, fill_lens)
+            continue
+        receivers = _water_fill(free, subs[k], load)
+        if len(free) == counts[k]:
+            filled_by[offsets[k] : offsets[k] + counts[k]] = receivers
+        else:
+            deque(map(filled_by.__setitem__, free, receivers), 0)
+        # fills[i].append(g) for each partition given, in C.
+        deque(map(list.append, map(fills.__getitem__, receivers), free), 0)
+        _record_runs(given + receivers if given else receivers, k, fill_topics, fill_lens)
     # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
     # moving are the newly given ones. Grouped only when the rebalance touches the member.
     held = _Held(layout, owned, fills, fill_topics, fill_lens)
