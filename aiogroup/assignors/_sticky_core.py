@@ -989,13 +989,25 @@ class _Held(dict[int, dict[int, list[int]]]):
         self._filled = filled
         self._fill_topics = fill_topics
         self._fill_lens = fill_lens
+        # Ids whose topic may still be found by bisection (see _topics).
+        self._bisect_budget = layout.total // 8
+
+    def _topics(self, ids: list[int]) -> list[int]:
+        """The topic index of each of ``ids``. By bisection over the topics' offsets while
+        few ids were asked about (a rebalance that touches a few members should not build the
+        layout's table of a million entries), from that table after."""
+        layout = self._layout
+        if layout._index_of is None and len(ids) <= self._bisect_budget:
+            self._bisect_budget -= len(ids)
+            return list(map(sub, map(bisect_right, repeat(layout.offsets), ids), repeat(1)))
+        return list(map(layout.topic_index_of.__getitem__, ids))
 
     def _by_topic(self, ids: list[int]) -> dict[int, list[int]]:
         """``ids`` (each topic's in one run) grouped by topic, in C: cut where the topic
         changes."""
         if not ids:
             return {}
-        ks = list(map(self._layout.topic_index_of.__getitem__, ids))
+        ks = self._topics(ids)
         starts = [0, *compress(range(1, len(ids)), map(ne, islice(ks, 1, None), ks))]
         cuts = map(slice, starts, [*starts[1:], len(ids)])
         return dict(zip(map(ks.__getitem__, starts), map(ids.__getitem__, cuts), strict=True))
