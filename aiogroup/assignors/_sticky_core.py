@@ -979,8 +979,8 @@ class _Held(dict[int, dict[int, list[int]]]):
         layout: Layout,
         owned: _OwnedIds | _OwnedClaims,
         filled: list[list[int]],
-        fill_topics: list[list[int]],
-        fill_lens: list[list[int]],
+        fill_topics: list[list[int]] | None,
+        fill_lens: list[list[int]] | None,
     ) -> None:
         super().__init__()
         self.members = len(filled)
@@ -1012,16 +1012,29 @@ class _Held(dict[int, dict[int, list[int]]]):
         cuts = map(slice, starts, [*starts[1:], len(ids)])
         return dict(zip(map(ks.__getitem__, starts), map(ids.__getitem__, cuts), strict=True))
 
+    def _runs(self, i: int, given: list[int]) -> tuple[list[int], list[int]]:
+        """The topics of member ``i``'s runs in ``given`` and their lengths: as the fill noted
+        them, or found from the topic of each id (cut where the topic changes)."""
+        if self._fill_topics is not None and self._fill_lens is not None:
+            return self._fill_topics[i], self._fill_lens[i]
+        if not given:
+            return [], []
+        ks = self._topics(given)
+        starts = [0, *compress(range(1, len(ks)), map(ne, islice(ks, 1, None), ks))]
+        ends = [*starts[1:], len(ks)]
+        return list(map(ks.__getitem__, starts)), list(map(sub, ends, starts))
+
     def __missing__(self, i: int) -> dict[int, list[int]]:
         mine = self._owned.ids(i)
         given = self._filled[i]
+        topics, lens = self._runs(i, given)
         if not mine:
-            lazy = _TopicIds(given, self._fill_topics[i], self._fill_lens[i])
+            lazy = _TopicIds(given, topics, lens)
             self[i] = lazy
             return lazy
         grouped = self._by_topic(sorted(mine))
-        runs = map(given.__getitem__, _slices(self._fill_lens[i]))
-        for k, ids in zip(self._fill_topics[i], runs, strict=True):
+        runs = map(given.__getitem__, _slices(lens))
+        for k, ids in zip(topics, runs, strict=True):
             have = grouped.get(k)
             if have is None:
                 grouped[k] = ids
@@ -1357,9 +1370,15 @@ def _general(
     filled_by = [-1] * layout.total
     # What the fill gave each member, in the order given.
     fills: list[list[int]] = [[] for _ in range(members)]
-    # Per member, the topics the fill gave it partitions of (in the order given) and how many.
-    fill_topics: list[list[int]] = [[] for _ in range(members)]
-    fill_lens: list[list[int]] = [[] for _ in range(members)]
+    # Per member, the topics the fill gave it partitions of (in the order given) and how many:
+    # noted when topics have two partitions or more per subscriber on average (each member is
+    # then given several of a topic, and grouping a touched member from these saves a topic
+    # lookup per partition); otherwise members get one partition of a topic or none, few are
+    # touched, and looking their partitions' topics up costs less than noting runs for all.
+    pairs = sum(map(len, subs))
+    record = pairs > 0 and sum(compress(counts, subs)) >= 1.5 * pairs
+    fill_topics: list[list[int]] | None = [[] for _ in range(members)] if record else None
+    fill_lens: list[list[int]] | None = [[] for _ in range(members)] if record else None
     for k in sorted(range(ntopics), key=lambda k: (len(subs[k]), k)):
         if not subs[k]:
             continue
@@ -1379,7 +1398,7 @@ def _general(
                     rest.append(g)
             free = rest
         if not free:
-            if given:
+            if given and fill_topics is not None and fill_lens is not None:
                 _record_runs(given, k, fill_topics, fill_lens)
             continue
         receivers = _water_fill(free, subs[k], load)
@@ -1389,7 +1408,8 @@ def _general(
             deque(map(filled_by.__setitem__, free, receivers), 0)
         # fills[i].append(g) for each partition given, in C.
         deque(map(list.append, map(fills.__getitem__, receivers), free), 0)
-        _record_runs(given + receivers if given else receivers, k, fill_topics, fill_lens)
+        if fill_topics is not None and fill_lens is not None:
+            _record_runs(given + receivers if given else receivers, k, fill_topics, fill_lens)
     # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
     # moving are the newly given ones. Grouped only when the rebalance touches the member.
     held = _Held(layout, owned, fills, fill_topics, fill_lens)
