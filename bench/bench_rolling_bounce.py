@@ -14,7 +14,10 @@ watch`` judges it (Stable, every member back, every partition assigned once). Th
 Runs (``--runs``), on the embedded broker and on Apache Kafka 2.3 (``--broker``):
 
     aiogroup-eager        aiogroup members, [range]
-    aiogroup-coop         aiogroup members, [cooperative-sticky]
+    aiogroup-coop         aiogroup members, [cooperative-sticky]; SIGTERM hands off
+                          (``Consumer.hand_off()``: the partitions keep flowing until the
+                          round that moves them, then the member leaves at once)
+    aiogroup-coop-close   the same, SIGTERM closes at once (``close()``: revoke, then leave)
     librdkafka-coop       confluent-kafka consumers, cooperative-sticky
     librdkafka-eager      confluent-kafka consumers, range
     kafka-python-coop     kafka-python 3 consumers, cooperative-sticky
@@ -68,8 +71,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve()
-ALL_RUNS = ("aiogroup-eager", "aiogroup-coop", "librdkafka-coop", "librdkafka-eager",
-            "kafka-python-coop", "kafka-python-eager", "mixed-coop")
+ALL_RUNS = ("aiogroup-eager", "aiogroup-coop", "aiogroup-coop-close", "librdkafka-coop",
+            "librdkafka-eager", "kafka-python-coop", "kafka-python-eager", "mixed-coop")
 KINDS = ("aiogroup", "librdkafka", "kafka-python")
 COOP, RANGE = "cooperative-sticky", "range"
 
@@ -81,6 +84,7 @@ class RunSpec:
     name: str
     kinds: tuple[str, ...]  # cycled over the member slots
     assignor: str
+    hand_off: bool = True  # aiogroup members hand off on SIGTERM (eager: the same as close)
 
     def kind_of(self, slot: int) -> str:
         return self.kinds[slot % len(self.kinds)]
@@ -89,6 +93,8 @@ class RunSpec:
 def run_spec(name: str) -> RunSpec:
     if name == "mixed-coop":
         return RunSpec(name, KINDS, COOP)
+    if name == "aiogroup-coop-close":
+        return RunSpec(name, ("aiogroup",), COOP, hand_off=False)
     kind, _, protocol = name.rpartition("-")
     if kind not in KINDS or protocol not in ("coop", "eager"):
         raise SystemExit(f"unknown run {name!r}; expected one of {', '.join(ALL_RUNS)}")
@@ -244,6 +250,7 @@ def _processed(telemetry: Any, offsets: Sequence[tuple[tuple[str, int], int]]) -
 def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
     from aiogroup import Consumer
     from aiogroup.client import GroupMember
+    from aiogroup.consumer.errors import ConsumerStoppedError
     from aiogroup.telemetry import JsonlTelemetry
 
     telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
@@ -266,12 +273,19 @@ def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
         )
         async with consumer:
             member = consumer.member
-            while not loop.stop.is_set():
+            while True:
+                if loop.stop.is_set() and not consumer.handing_off:
+                    if args.close:
+                        break  # close() at the end of the block: revoke, then leave
+                    consumer.hand_off()  # keep reading until the partitions have moved
                 generation = member.generation_id
                 loop.status.write(generation if generation >= 0 else None,
                                   len(member.assignment), member.state.name)
-                batch = await consumer.getmany(timeout_ms=int(loop.tick_s * 1000),
-                                               max_records=500)
+                try:
+                    batch = await consumer.getmany(timeout_ms=int(loop.tick_s * 1000),
+                                                   max_records=500)
+                except ConsumerStoppedError:
+                    break  # handed off and left
                 _processed(telemetry, [((tp.topic, tp.partition), r.offset)
                                        for tp, records in batch.items() for r in records])
         telemetry.close()
@@ -292,6 +306,7 @@ def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
                     loop.on_tick()
                 with contextlib.suppress(TimeoutError):  # a status tick, not synchronisation
                     await asyncio.wait_for(member.changed(), loop.tick_s)
+            await member.close(hand_off=not args.close)
         telemetry.close()
 
     asyncio.run(consume() if args.records else main())
@@ -311,6 +326,8 @@ def member_main(argv: Sequence[str]) -> int:
     p.add_argument("--status", required=True)
     p.add_argument("--revoke-ms", type=int, default=0)
     p.add_argument("--records", action="store_true", help="consume records")
+    p.add_argument("--close", action="store_true",
+                   help="aiogroup: SIGTERM closes at once instead of handing off first")
     args = p.parse_args(list(argv))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -400,7 +417,8 @@ class Bench:
              "--heartbeat-ms", str(self.args.heartbeat_ms),
              "--telemetry-dir", str(run.events), "--status", str(status),
              "--revoke-ms", str(self.args.revoke_ms)]
-            + (["--records"] if self.args.rate else []),
+            + (["--records"] if self.args.rate else [])
+            + ([] if run.spec.hand_off else ["--close"]),
             stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         log.close()
@@ -686,6 +704,11 @@ def verdicts(runs: Sequence[RunResult]) -> list[str]:
             out.append(f"{broker}: longest stall of a partition, aiogroup eager / cooperative = "
                        f"{eager['stall_s']:.2f} s / {coop['stall_s']:.2f} s = "
                        f"{eager['stall_s'] / max(coop['stall_s'], 1e-9):.1f}x")
+        close = by.get("aiogroup-coop-close")
+        if eager is not None and close is not None:
+            ratio = eager["unowned_s"] / max(close["unowned_s"], 1e-9)
+            out.append(f"{broker}: aiogroup eager / cooperative closing without hand-off = "
+                       f"{eager['unowned_s']:.1f} / {close['unowned_s']:.1f} = {ratio:.1f}x")
         rdk = by.get("librdkafka-coop")
         if rdk is not None:
             ratio = rdk["unowned_s"] / max(coop["unowned_s"], 1e-9)

@@ -10,7 +10,9 @@ What it shows:
   dropped on ``on_partitions_lost`` (another member may own it already);
 - bad input: a record whose value is not JSON is sent to a dead-letter list and skipped
   (``seek`` past it); a corrupt batch is logged and read again after the retry backoff;
-- a graceful stop on SIGTERM/SIGINT: stop asking, then ``close()`` (commit, revoke, leave);
+- a graceful stop on SIGTERM/SIGINT: ``hand_off()``, so the partitions keep being processed
+  until the rest of the group is ready to take them, then the member leaves (committed,
+  revoked) and ``close()`` disconnects;
 - a health line with each partition's lag (high watermark minus position).
 
 Usage::
@@ -33,7 +35,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from aiogroup import Consumer, ConsumerRecord, TopicPartition
-from aiogroup.consumer import CorruptRecordError, RecordDeserializationError
+from aiogroup.consumer import ConsumerStoppedError, CorruptRecordError, RecordDeserializationError
 
 __all__ = ["Billing", "main", "run"]
 
@@ -91,13 +93,19 @@ async def run(
     *,
     health_every: float = 10.0,
 ) -> None:
-    """Read and process until ``stop`` is set, then close the consumer."""
+    """Read and process until ``stop`` is set, hand the partitions over, then close."""
     loop = asyncio.get_running_loop()
     next_health = loop.time() + health_every
     try:
-        while not stop.is_set():
+        while True:
+            if stop.is_set() and not consumer.handing_off:
+                # Keep processing our partitions until the group has made room for them
+                # elsewhere; then the member leaves and getmany raises ConsumerStoppedError.
+                consumer.hand_off()
             try:
                 batch = await consumer.getmany(timeout_ms=500, max_records=500)
+            except ConsumerStoppedError:
+                break
             except RecordDeserializationError as exc:
                 # Not JSON: keep it aside and move on (the position stayed at it).
                 billing.dead_letters.append((exc.partition, exc.offset, repr(exc.__cause__)))

@@ -58,6 +58,8 @@ from aiogroup.protocol.types import NO_GENERATION, PartitionsByTopic
 __all__ = ["Layout", "MemberClaim", "Plan", "balance", "gc_paused"]
 
 logger = logging.getLogger("aiogroup.assignors")
+#: A claim problem that is no problem: see _member_ids_slow.
+_UNSUBSCRIBED = "of a topic it does not subscribe to"
 
 
 @contextmanager
@@ -447,10 +449,14 @@ def _member_ids_slow(
             if topic in subscribed:
                 valid.append(ident)
             else:
-                problems["of a topic it does not subscribe to"] += 1
+                problems[_UNSUBSCRIBED] += 1
                 foreign.append(ident)
     for what, n in sorted(problems.items()):
-        logger.warning("member %r claims %d partition(s) %s; ignored", claim.member_id, n, what)
+        # Owning partitions of a topic no longer subscribed is legal (KIP-429 leaves step 1a
+        # to the member; a hand-off relies on it): the cooperative adjustment withholds them
+        # for a round. Everything else here is a peer's bug.
+        level = logging.DEBUG if what == _UNSUBSCRIBED else logging.WARNING
+        logger.log(level, "member %r claims %d partition(s) %s; ignored", claim.member_id, n, what)
     return valid, foreign
 
 

@@ -22,8 +22,10 @@ poll returned), ``offsets_committed`` (with the time the commit was sent), ``com
 docs/telemetry.md); the kafka-python wrapper adds ``leader_round`` when it leads. Besides:
 ``started`` (with the kind) and ``error`` (what ended the process abnormally).
 
-SIGTERM closes the member cleanly (commit, revoke, leave); SIGKILL and SIGSTOP are the
-runner's. The exit code is 0 after a clean close, 1 after an error.
+SIGTERM closes the member cleanly: aiogroup members hand their partitions off first
+(``hand_off()``, under an aiogroup leader; otherwise commit, revoke, leave; consumers keep
+reading until the round that moves them), peers close; SIGKILL and SIGSTOP are the runner's.
+The exit code is 0 after a clean close, 1 after an error.
 """
 
 from __future__ import annotations
@@ -116,12 +118,17 @@ async def _run_group_member(
                 telemetry.emit("member_error", error=repr(exc)[:500])
             with contextlib.suppress(TimeoutError):  # the work loop's pace, or SIGTERM
                 await asyncio.wait_for(stop.wait(), args.commit_every_ms / 1000)
+        # SIGTERM: hand the partitions over (a plain leave where a hand-off does not apply).
+        # The loop above stops first: it commits what it read from ``assignment``, which a
+        # hand-off round may revoke in between (see docs/chaos.md, "acting without holding").
+        await member.close(hand_off=True)
 
 
 async def _run_consumer(
     args: argparse.Namespace, telemetry: JsonlTelemetry, stop: asyncio.Event
 ) -> None:
     from aiogroup import Consumer
+    from aiogroup.consumer import ConsumerStoppedError
     from aiogroup.errors import AiogroupError
 
     consumer = Consumer(
@@ -137,9 +144,13 @@ async def _run_consumer(
     )
     async with consumer:
         _started(args, telemetry)
-        while not stop.is_set():
+        while True:
+            if stop.is_set() and not consumer.handing_off:
+                consumer.hand_off()  # SIGTERM: read on until the partitions have moved
             try:
                 batch = await consumer.getmany(timeout_ms=100)
+            except ConsumerStoppedError:
+                break  # handed off and left
             except AiogroupError as exc:  # a callback error, a commit failure on poll, ...
                 telemetry.emit("member_error", error=repr(exc)[:500])
                 continue

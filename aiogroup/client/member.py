@@ -122,6 +122,11 @@ class _Call:
     future: asyncio.Future[None]
 
 
+def _consume_exception(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()  # reported through the member's state, not this future
+
+
 class _TelemetryListener:
     """Wraps the user's listener to report each callback (timed) to the telemetry sink."""
 
@@ -260,6 +265,7 @@ class GroupMember:
         self._pending_errors: list[AiogroupError] = []
         self._fatal: AiogroupError | None = None
         self._closed = False
+        self._handing_off = False
         self._started = False
         self._last_metadata: act.RequestMetadata | None = None
         self._metadata_task: asyncio.Task[None] | None = None
@@ -357,7 +363,13 @@ class GroupMember:
             await self._call_event(self._initial)
         return self
 
-    async def close(self, timeout: float | None = None, *, finish_rebalance: bool = False) -> None:
+    async def close(
+        self,
+        timeout: float | None = None,
+        *,
+        finish_rebalance: bool = False,
+        hand_off: bool = False,
+    ) -> None:
         """Revoke (callbacks run), leave the group unless static, and disconnect.
 
         Completes within ``timeout`` (default ``close_timeout_s``) even if the broker is gone.
@@ -365,6 +377,11 @@ class GroupMember:
         quarters of ``timeout``), so the final commit and the revocation happen in a generation
         the broker accepts; otherwise (the default, as Java) closing mid-rebalance reports the
         partitions lost.
+
+        ``hand_off=True`` (implies ``finish_rebalance``): hand the owned partitions over
+        before leaving, as :meth:`hand_off` does, and wait for that; the application keeps
+        working on its partitions until their revocation callback. A close already handing
+        off (after :meth:`hand_off`) waits for it (within ``timeout``) whatever the options.
         """
         if self._closed:
             return
@@ -374,17 +391,59 @@ class GroupMember:
         try:
             if owner is not None and not owner.done():
                 closing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                finish = finish_rebalance or hand_off
 
                 def close_now(now: float) -> list[act.Action]:
-                    by = now + 0.75 * limit if finish_rebalance else None
-                    return self._machine.handle(ev.CloseRequested(finish_rebalance_by=by), now)
+                    by = now + 0.75 * limit if finish else None
+                    return self._machine.handle(
+                        ev.CloseRequested(finish_rebalance_by=by, hand_off=hand_off), now
+                    )
 
-                call = _Call(close_now, closing)
-                self._queue.put_nowait(call)
+                if self._handing_off:
+                    closing.set_result(None)  # hand_off() started the leave: wait for it
+                else:
+                    self._queue.put_nowait(_Call(close_now, closing))
                 with contextlib.suppress(TimeoutError, AiogroupError):
                     await asyncio.wait_for(self._wait_state({MemberState.CLOSED}, closing), limit)
         finally:
             await self._shutdown()
+
+    def hand_off(self, timeout: float | None = None) -> None:
+        """Start leaving the group gracefully; returns at once (safe in a signal handler).
+
+        Under the COOPERATIVE protocol a dynamic member rejoins once with an empty
+        subscription while it still owns its partitions: the leader gives it nothing and keeps
+        those partitions from the others for that round (KIP-429), so the application goes on
+        working on them until their revocation callback; the member then leaves at once and
+        the others pick them up in the next round (heartbeating promptly after a cooperative
+        round, they learn of it within a tenth of a heartbeat interval). Under EAGER, or for a
+        static member (KIP-345), or with nothing owned, it is the usual leave.
+
+        Gives up after three quarters of ``timeout`` (default ``close_timeout_s``) and leaves
+        as :meth:`close` does. The member ends CLOSED; :meth:`close` then disconnects.
+        """
+        if self._closed or self._handing_off:
+            return
+        owner = self._owner
+        if owner is None or owner.done():
+            return
+        self._handing_off = True
+        limit = self.close_timeout_s if timeout is None else timeout
+
+        def start(now: float) -> list[act.Action]:
+            return self._machine.handle(
+                ev.CloseRequested(finish_rebalance_by=now + 0.75 * limit, hand_off=True), now
+            )
+
+        accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        accepted.add_done_callback(_consume_exception)
+        self._queue.put_nowait(_Call(start, accepted))
+        self._notify()
+
+    @property
+    def handing_off(self) -> bool:
+        """:meth:`hand_off` was called (the member may have left already: see ``state``)."""
+        return self._handing_off
 
     async def __aenter__(self) -> GroupMember:
         return await self.start()

@@ -311,6 +311,33 @@ class Consumer:
                 await asyncio.wait(list(self._tasks), timeout=5.0)
             self._wake_pollers()
 
+    def hand_off(self, timeout: float | None = None) -> None:
+        """Start leaving the group gracefully; returns at once (safe in a signal handler).
+
+        Under the COOPERATIVE protocol (the default) this consumer keeps delivering the
+        records of its partitions while the group makes room for them elsewhere: it rejoins
+        once claiming its partitions but subscribing to nothing, so the leader keeps them from
+        the others for that round (KIP-429); when that round takes them away they are committed
+        (auto-commit) and revoked, the member leaves at once, and the rest of the group picks
+        them up in its next round, a fraction of a heartbeat interval later. A plain close
+        instead stops them first and leaves them unowned until the others' next heartbeat.
+
+        Keep reading: ``async for`` ends, and ``getone``/``getmany`` raise
+        :class:`ConsumerStoppedError`, once the member has left; then :meth:`close` (or the
+        end of ``async with``) only disconnects. Under EAGER, for a static member or with
+        nothing assigned, the member leaves as :meth:`close` would. Gives up after three
+        quarters of ``timeout`` (default ``close_timeout_s``) and leaves anyway.
+        """
+        if self._closed or not self._started:
+            return
+        self._member.hand_off(self._close_timeout if timeout is None else timeout)
+        self._wake_pollers()
+
+    @property
+    def handing_off(self) -> bool:
+        """:meth:`hand_off` was called (reading ends once the member has left)."""
+        return self._member.handing_off
+
     async def stop(self) -> None:
         """aiokafka's name for :meth:`close`."""
         await self.close()
@@ -405,6 +432,10 @@ class Consumer:
                     self._unyielded += sum(map(len, records.values()))
                     return records
                 self._raise_errors()
+                if member.handing_off and member.state is MemberState.CLOSED:
+                    raise ConsumerStoppedError(
+                        "the consumer handed its partitions over and left the group"
+                    )
                 remaining = None if deadline is None else deadline - loop.time()
                 if remaining is not None and remaining <= 0:
                     return {}
@@ -788,8 +819,10 @@ class Consumer:
             if now < due or self._polling:
                 await asyncio.sleep(max(due - now, self._max_poll_interval / 10))  # a timer
                 continue
-            if self._left_for_poll is None and (
-                self._topics is not None or self._pattern is not None
+            if (
+                self._left_for_poll is None
+                and not self._member.handing_off  # leaving already
+                and (self._topics is not None or self._pattern is not None)
             ):
                 reason = (
                     f"the application did not ask for records for {self._max_poll_interval:g} s "

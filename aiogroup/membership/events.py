@@ -84,6 +84,14 @@ class CloseRequested(Event):
     """
 
     finish_rebalance_by: float | None = None
+    #: Hand the owned partitions over before leaving (COOPERATIVE protocol, dynamic members
+    #: only; otherwise ignored): rejoin once with an empty subscription while still owning
+    #: them, so the leader withholds them for one round (KIP-429 2c) while this member keeps
+    #: working on them; revoke them when that round's assignment takes them away, then leave
+    #: at once, so the others' next (prompt) heartbeat starts the round that gives them out.
+    #: Needs ``finish_rebalance_by``: the hand-off gives up at that time and leaves as a
+    #: plain close does.
+    hand_off: bool = False
 
 
 # -- cluster knowledge --------------------------------------------------------------------------

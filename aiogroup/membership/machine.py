@@ -7,6 +7,7 @@ issue that taught them.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -67,6 +68,13 @@ from aiogroup.protocol.types import NO_GENERATION
 __all__ = ["GroupMember", "MemberConfig"]
 
 log = logging.getLogger("aiogroup.membership")
+
+#: The user data an aiogroup leader puts in each cooperative assignment (where the assignor
+#: has none): "I withhold the partitions a member still claims, even of topics it no longer
+#: subscribes to, for one round". A hand-off (CloseRequested.hand_off) is safe only under such
+#: a leader. Peers' assignors ignore assignment user data they did not ask for (Java's and
+#: librdkafka's cooperative-sticky, kafka-python's), so this changes nothing for them.
+HAND_OFF_AWARE = b"aiogroup:hand-off/1"
 
 S = MemberState
 
@@ -242,6 +250,12 @@ class GroupMember:
         self._leave_phase: Literal["commit", "callbacks", "leave", ""] = ""
         #: A close waiting for the rebalance to finish (CloseRequested.finish_rebalance_by).
         self._close_by: float | None = None
+        #: A close handing its partitions over first (CloseRequested.hand_off): "pending"
+        #: until the JoinGroup with the empty subscription is sent, "joined" until that
+        #: round's SyncGroup answers, "done" after it (the close then leaves).
+        self._handoff: Literal["", "pending", "joined", "done"] = ""
+        #: The leader whose last assignment announced HAND_OFF_AWARE (None: unknown).
+        self._aware_leader: str | None = None
         self._leave_commit_token: int | None = None
         self.fatal_error: AiogroupError | None = None
         #: The leader's view of its last assignment round (KIP-429 2a-2c), for logs and tests.
@@ -800,7 +814,7 @@ class GroupMember:
             self._callbacks_token is not None or self._prepare_commit_token is not None
         ):
             return
-        if self._close_by is not None and self._close_ready():
+        if self._leave_due():
             self._start_leave(now, out, close=True)
             return
         if not self.has_subscription:
@@ -849,7 +863,7 @@ class GroupMember:
         self._goto(S.PREPARING)
         if self._callbacks_token is not None or self._prepare_commit_token is not None:
             return  # a step of the preparation is in flight; its completion resumes here
-        if self._close_by is not None and self._close_ready():
+        if self._leave_due():
             self._start_leave(now, out, close=True)  # a close waited for this point
             return
         active = self._joined and self.generation_id >= 0 and bool(self.member_id)
@@ -890,6 +904,12 @@ class GroupMember:
             self._advance(now, out)
             return
         topics = self.subscribed_topics
+        if self._handoff in ("pending", "joined"):
+            # A hand-off: subscribe to nothing but still claim what we own, so the leader
+            # gives us nothing and withholds our partitions from the others for this round
+            # (KIP-429 2c-2d), while we keep working on them until the assignment arrives.
+            topics = frozenset()
+            self._handoff = "joined"
         owned = self._owned if self.protocol is RebalanceProtocol.COOPERATIVE else frozenset()
         owned_by_topic = group_by_topic(owned)
         protocols: list[tuple[str, bytes]] = []
@@ -990,6 +1010,8 @@ class GroupMember:
             assignments, plan = leader_plan(
                 assignments, subscriptions, partitions_per_topic, cooperative=cooperative
             )
+            if cooperative:
+                assignments = announce_hand_off_aware(assignments)
             encoded = tuple(
                 (
                     m,
@@ -1054,6 +1076,32 @@ class GroupMember:
 
     # -- leaving (KIP-70 unsubscribe, close) ----------------------------------------------------
 
+    def _leave_due(self) -> bool:
+        """A waiting close goes ahead now (a hand-off first needs its round, unless nothing
+        is left to hand over, or the leader is no longer one that withholds for it)."""
+        if self._close_by is None or not self._close_ready():
+            return False
+        if self._handoff in ("pending", "joined") and self._owned:
+            if self._leader_withholds():
+                return False
+            # The leader changed since the hand-off began (the aiogroup leader left, a peer
+            # leads now): rejoining subscribed to nothing could get our partitions handed to
+            # others while we still hold them. Leave as a plain close does.
+            log.info(
+                "the group's leader (%s) did not announce %r: leaving without a hand-off",
+                self.leader_id,
+                HAND_OFF_AWARE,
+            )
+            self._handoff = ""
+        return True
+
+    def _leader_withholds(self) -> bool:
+        """The current leader keeps a member's claimed partitions from others for a round even
+        of topics the member no longer subscribes to: ourselves, or an announced aiogroup."""
+        return self.is_leader or (
+            self._aware_leader is not None and self._aware_leader == self.leader_id
+        )
+
     def _close_ready(self) -> bool:
         """A waiting close may go ahead: the final commit and revocation can happen in a
         generation the broker accepts, or there is nothing left to commit for."""
@@ -1067,6 +1115,7 @@ class GroupMember:
         self, now: float, out: Out, *, close: bool, lost: bool = False, reason: str = ""
     ) -> None:
         self._close_by = None
+        self._handoff = ""
         self._leave_close = close
         self._leave_lost = lost
         self._leave_reason = reason
@@ -1082,6 +1131,7 @@ class GroupMember:
         if (
             self.config.enable_auto_commit
             and active
+            and self._owned  # nothing owned (e.g. after a hand-off): nothing to commit
             and self.may_act_on(now)
             and self.coordinator_id is not None
             and not lost
@@ -1200,13 +1250,30 @@ class GroupMember:
         if self._state is S.LEAVING:
             self._leave_close = True
             return
+        by = e.finish_rebalance_by
+        if e.hand_off and self._handoff:
+            return  # handing off already
+        if e.hand_off and self._may_hand_off(by, now):
+            assert by is not None
+            self._handoff = "pending"
+            self._close_by = by
+            self._request_rejoin("handing partitions over before leaving")
+            log.info(
+                "handing %d partitions over before leaving (group %s, member %s)",
+                len(self._owned),
+                self.config.group_id,
+                self.member_id,
+            )
+            if self._state in (S.UNJOINED, S.DISCOVERING, S.STABLE):
+                self._advance(now, out)
+            return  # a rebalance under way finishes first; _advance rejoins after it
+        self._handoff = ""  # a plain close ends a hand-off under way
         leave_now = (
             self._state is S.STABLE
             and self._joined
             and self.generation_id >= 0
             and self.coordinator_id is not None
         )
-        by = e.finish_rebalance_by
         if (
             by is not None
             and now < by
@@ -1219,6 +1286,23 @@ class GroupMember:
             self._close_by = e.finish_rebalance_by
             return
         self._start_leave(now, out, close=True)
+
+    def _may_hand_off(self, by: float | None, now: float) -> bool:
+        """A close can hand the owned partitions over first (CloseRequested.hand_off)."""
+        return (
+            by is not None
+            and now < by
+            and self.protocol is RebalanceProtocol.COOPERATIVE
+            and self.config.group_instance_id is None  # KIP-345: a static member stays
+            and bool(self._owned)
+            and not self._reset_pending
+            and bool(self.member_id)
+            and self.coordinator_id is not None
+            # Only a leader known to withhold our claims keeps this safe: librdkafka's leader
+            # hands partitions of topics their owner no longer subscribes to straight to
+            # others, trusting KIP-429 1a (found by tests/consumer/test_hand_off.py).
+            and self._leader_withholds()
+        )
 
     def _on_metadata(self, e: ev.MetadataUpdated, now: float, out: Out) -> None:
         try:
@@ -1354,7 +1438,11 @@ class GroupMember:
         if self._round is not None and self._round.generation_id == self.generation_id:
             self._round.stable_at = now  # our (the leader's) SyncGroup completed the round
         try:
-            assignment = decode_assignment(e.assignment)
+            # No bytes at all means nothing assigned: the coordinator answers a member the
+            # leader's SyncGroup left out with an empty array, and librdkafka's leader leaves
+            # out members it gives no partitions (a member handing off, or more members than
+            # partitions).
+            assignment = decode_assignment(e.assignment) if e.assignment else Assignment()
         except AiogroupError as exc:
             self._fail_rebalance(now)
             out.append(act.RaiseToUser(RemoteProtocolError(f"undecodable assignment: {exc}")))
@@ -1363,6 +1451,11 @@ class GroupMember:
             self._goto(S.UNJOINED)
             return
         assigned = frozenset(to_topic_partitions(assignment.partitions))
+        # Who assigned this: a leader that withholds claimed partitions of topics their owner
+        # no longer subscribes to (ours announces it), or one that may not (librdkafka's).
+        self._aware_leader = self.leader_id if assignment.user_data == HAND_OFF_AWARE else None
+        if self._handoff == "joined":
+            self._handoff = "done"  # the round that takes our partitions: leave after it
         self._joined = True
         self._last_hb_ok = now
         self._last_hb_sent = now
@@ -1583,6 +1676,15 @@ class GroupMember:
     _HANDLERS: ClassVar[
         dict[type[ev.Event], Callable[[GroupMember, object, float, Out], None]]
     ] = {}
+
+
+def announce_hand_off_aware(assignments: Mapping[str, Assignment]) -> dict[str, Assignment]:
+    """Mark a cooperative leader's assignments with :data:`HAND_OFF_AWARE` (where the assignor
+    set no user data of its own), so members know this leader withholds for a hand-off."""
+    return {
+        m: a if a.user_data is not None else dataclasses.replace(a, user_data=HAND_OFF_AWARE)
+        for m, a in assignments.items()
+    }
 
 
 def _register() -> None:

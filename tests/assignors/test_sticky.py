@@ -178,7 +178,6 @@ def test_undecodable_user_data_is_no_claim(caplog: pytest.LogCaptureFixture) -> 
         ({"t": (7,)}, "do not exist"),
         ({"t": (-1,)}, "do not exist"),
         ({"t": (0, 0)}, "listed twice"),
-        ({"u": (0,)}, "does not subscribe"),
         ({"ghost": (0,)}, "no member subscribes to"),
     ],
 )
@@ -191,6 +190,20 @@ def test_bad_claims_ignored_with_warning(
         result = StickyAssignor().assign(ppt, subs)
     check_all(ppt, subs, result)
     assert any(what in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_claims_of_a_topic_no_longer_subscribed_are_ignored_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Legal under KIP-429 (step 1a is the member's, and a hand-off relies on it): noted at
+    DEBUG, never a warning."""
+    ppt = {"t": 2, "u": 1}
+    subs = {"a": sub(["t"], {"u": (0,)}, 1), "b": sub(["t", "u"])}
+    with caplog.at_level(logging.DEBUG, logger="aiogroup.assignors"):
+        result = StickyAssignor().assign(ppt, subs)
+    check_all(ppt, subs, result)
+    noted = [r for r in caplog.records if "does not subscribe" in r.getMessage()]
+    assert noted and all(r.levelno == logging.DEBUG for r in noted), caplog.text
 
 
 def test_user_data_roundtrip_through_on_assignment() -> None:

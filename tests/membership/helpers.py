@@ -135,17 +135,18 @@ class Script:
         generation_id: int = 1,
         protocol_name: str | None = None,
         join: SendJoinGroup | None = None,
+        user_data: bytes | None = None,
+        leader: str = "leader-x",
     ) -> InvokeCallbacks:
         """From SendJoinGroup pending to RECONCILING: returns the InvokeCallbacks emitted."""
         if join is None:
             join = self.take(SendJoinGroup)
         name = protocol_name or join.protocols[0][0]
-        self.feed(JoinGroupCompleted(join.token, generation_id, member_id, "leader-x", name))
+        self.feed(JoinGroupCompleted(join.token, generation_id, member_id, leader, name))
         sync = self.take(SendSyncGroup)
         assert sync.assignments == ()
-        self.feed(
-            SyncGroupCompleted(sync.token, encode_assignment(Assignment(group_by_topic(assigned))))
-        )
+        assignment = Assignment(group_by_topic(assigned), user_data=user_data)
+        self.feed(SyncGroupCompleted(sync.token, encode_assignment(assignment)))
         return self.take(InvokeCallbacks)
 
     def start(self, topics: frozenset[str] = frozenset({"t"})) -> None:
@@ -162,10 +163,13 @@ class Script:
         topics: frozenset[str] = frozenset({"t"}),
         member_id: str = "m1",
         generation_id: int = 1,
+        user_data: bytes | None = None,
     ) -> None:
         """A fresh member all the way to STABLE owning ``assigned``."""
         self.start(topics)
-        cb = self.join_as_follower(assigned, member_id=member_id, generation_id=generation_id)
+        cb = self.join_as_follower(
+            assigned, member_id=member_id, generation_id=generation_id, user_data=user_data
+        )
         self.feed(CallbacksFinished(cb.token))
         assert self.m.state is MemberState.STABLE
         assert self.m.assignment == assigned

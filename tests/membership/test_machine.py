@@ -49,6 +49,7 @@ from aiogroup.membership import (
     SyncGroupFailed,
     UnsubscribeRequested,
 )
+from aiogroup.membership.machine import HAND_OFF_AWARE
 from aiogroup.metrics import KIP429Metrics
 from aiogroup.protocol import (
     Assignment,
@@ -368,6 +369,20 @@ def test_undecodable_assignment_is_remote_error_and_rejoins() -> None:
     assert deadline is not None
     s.timer(deadline)
     assert s.has(SendJoinGroup)
+
+
+def test_empty_assignment_bytes_mean_nothing_assigned() -> None:
+    """The coordinator gives a member the leader left out an empty array; librdkafka's leader
+    leaves out members it gives nothing. Found with librdkafka leading a group where our
+    member handed off: before, this raised 'undecodable assignment' and rejoined forever."""
+    s = Script(member())
+    s.stable(tps("t-0"))
+    join = rebalance(s)
+    s.feed(JoinGroupCompleted(join.token, 2, "m1", "x", "fixed"))
+    s.feed(SyncGroupCompleted(s.take(SendSyncGroup).token, b""))
+    assert not s.has(RaiseToUser)
+    cb = s.take(InvokeCallbacks)
+    assert cb.revoked == tps("t-0")
 
 
 # -- stale responses ---------------------------------------------------------------------------
@@ -841,7 +856,10 @@ def test_assignment_bytes_are_encoded_even_when_empty() -> None:
     s.start()
     leader_join(s, {"m1": _md(["t"])})
     sync = s.take(SendSyncGroup)
-    assert decode_assignment(sync.assignments[0][1]) == Assignment(group_by_topic([]))
+    # A cooperative leader announces that it withholds for a hand-off (HAND_OFF_AWARE).
+    assert decode_assignment(sync.assignments[0][1]) == Assignment(
+        group_by_topic([]), user_data=HAND_OFF_AWARE
+    )
 
 
 def test_leader_stops_waiting_for_metadata_after_a_heartbeat_interval() -> None:
