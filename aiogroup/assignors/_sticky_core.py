@@ -48,7 +48,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import reduce
 from itertools import accumulate, chain, compress, filterfalse, islice, repeat
-from operator import add, eq, ge, gt, itemgetter, le, lt, ne, or_, sub
+from operator import add, eq, gt, itemgetter, le, lt, ne, or_, sub
 from typing import Any
 
 from aiogroup.assignors._claims import ClaimIndex, shared_index
@@ -355,13 +355,12 @@ _last = itemgetter(-1)
 
 
 def _tuples_sorted(values: Iterable[Sequence[int]], lens: list[int]) -> bool:
-    """Whether each of ``values`` (of lengths ``lens``) is strictly ascending.
+    """Whether each of ``values`` (of lengths ``lens``, no value twice in one) is ascending.
 
-    Checked on all of them laid end to end, at C level: every place where a value is not
-    above the one before it must be where a tuple starts."""
-    flat = list(chain.from_iterable(values))
-    descents = compress(range(1, len(flat)), map(ge, flat, islice(flat, 1, None)))
-    return set(descents).issubset(accumulate(lens))
+    Only those of two or more are looked at (most claims hold one partition of many topics),
+    each compared with its sorted copy, at C level."""
+    several = list(compress(values, map(gt, lens, repeat(1))))
+    return list(map(sorted, several)) == list(map(list, several))
 
 
 _tuple_len: Callable[[object], int] = tuple.__len__  # type: ignore[assignment]
@@ -660,6 +659,7 @@ class _OwnedClaims:
         claims: list[MemberClaim],
         index: ClaimIndex,
         lens: list[list[int]],
+        ordered: list[bool],
     ) -> None:
         self.layout = layout
         self._claims = claims
@@ -669,7 +669,7 @@ class _OwnedClaims:
         self.loads = list(map(sum, lens))
         self.claimed: Container[int] = _ClaimedIds(layout, index)
         self.whole: list[PartitionsByTopic | None] = [c.owned or None for c in claims]
-        self.ordered = [_in_order(c.owned, ls) for c, ls in zip(claims, lens, strict=True)]
+        self.ordered = ordered
 
     @classmethod
     def of(
@@ -677,15 +677,21 @@ class _OwnedClaims:
     ) -> _OwnedClaims | None:
         """The view, or ``None`` if some claim is not plainly valid."""
         lens: list[list[int]] = []
+        ordered: list[bool] = []
         for claim, subs in zip(claims, subscribed, strict=True):
             owned = claim.owned
             try:
                 # Subscribed topics only; _tuple_len refuses anything but a tuple.
                 if owned and not owned.keys() <= subs:
                     return None
-                lens.append(list(map(_tuple_len, owned.values())) if owned else [])
+                mine = list(map(_tuple_len, owned.values())) if owned else []
             except (TypeError, AttributeError):
                 return None
+            lens.append(mine)
+            try:  # now, while its tuples are in the CPU's cache
+                ordered.append(_in_order(owned, mine))
+            except Exception:  # not plainly valid: found below, and the view is not used
+                ordered.append(False)
         try:
             index = shared_index([c.owned for c in claims])
         except TypeError:
@@ -695,7 +701,7 @@ class _OwnedClaims:
             count = count_of.get(topic)
             if count is None or not index.regular(topic) or not index.within(topic, count):
                 return None
-        return cls(layout, claims, index, lens)
+        return cls(layout, claims, index, lens, ordered)
 
     def ids(self, i: int) -> list[int]:
         """The ids member ``i`` owns (its whole claim), marked in ``owner_of``."""
@@ -716,7 +722,10 @@ class _OwnedClaims:
     def free(self, k: int) -> list[int]:
         """The ids of topic ``k`` nobody claims, ascending."""
         start, count = self.layout.offsets[k], self.layout.counts[k]
-        return list(map(add, self._index.unclaimed(self.layout.topics[k], count), repeat(start)))
+        topic = self.layout.topics[k]
+        if topic not in self._index.claims:  # all of it
+            return list(range(start, start + count))
+        return list(map(add, self._index.unclaimed(topic, count), repeat(start)))
 
 
 def _uniform(
@@ -902,26 +911,24 @@ class _TopicIds(dict[int, list[int]]):
     """``held[i]`` of a member that owns nothing: the topics the fill gave it, in the order
     given, each topic's ids put in a list only when asked for (a scan of this member looks at
     a few topics; making 250 lists for it would cost more than the scan). ``given`` holds one
-    run of ids per topic, ``topics`` the topic of each. Reads and writes behave as on a dict of
-    lists; ``items()`` and ``values()`` make every list first."""
+    run of ids per topic: ``lens[j]`` ids of topic ``topics[j]``. Reads and writes behave as
+    on a dict of lists; ``items()`` and ``values()`` make every list first."""
 
-    __slots__ = ("_given", "_runs", "_topics")
+    __slots__ = ("_given", "_lens", "_runs", "_topics")
 
-    def __init__(self, given: list[int], topics: list[int]) -> None:
+    def __init__(self, given: list[int], topics: list[int], lens: list[int]) -> None:
         super().__init__(dict.fromkeys(topics))  # type: ignore[arg-type]  # None: not made yet
         self._given = given
         self._topics = topics
+        self._lens = lens
         self._runs: dict[int, slice] | None = None
 
     def _made(self, k: int) -> list[int]:
         ids = dict.__getitem__(self, k)
         if ids is None:
             runs = self._runs
-            if runs is None:  # where each topic's run starts and ends, found in C
-                ks = self._topics
-                starts = [0, *compress(range(1, len(ks)), map(ne, islice(ks, 1, None), ks))]
-                cuts = map(slice, starts, [*starts[1:], len(ks)])
-                runs = self._runs = dict(zip(map(ks.__getitem__, starts), cuts, strict=True))
+            if runs is None:  # where each topic's run starts and ends
+                runs = self._runs = dict(zip(self._topics, _slices(self._lens), strict=True))
             ids = self._given[runs[k]]
             dict.__setitem__(self, k, ids)
         return ids
@@ -950,8 +957,16 @@ class _TopicIds(dict[int, list[int]]):
         """Every id held, without making the lists not made yet."""
         made = {k: ids for k, ids in dict.items(self) if ids is not None}
         waiting = {k for k, ids in dict.items(self) if ids is None}
-        base = compress(self._given, map(waiting.__contains__, self._topics))
-        return [*base, *chain.from_iterable(made.values())]
+        given = self._given
+        cuts = compress(_slices(self._lens), map(waiting.__contains__, self._topics))
+        waiting_ids = chain.from_iterable(map(given.__getitem__, cuts))
+        return [*waiting_ids, *chain.from_iterable(made.values())]
+
+
+def _slices(lens: list[int]) -> Iterator[slice]:
+    """The slices of runs of lengths ``lens`` laid end to end."""
+    ends = list(accumulate(lens))
+    return map(slice, [0, *ends[:-1]], ends)
 
 
 class _Held(dict[int, dict[int, list[int]]]):
@@ -959,39 +974,73 @@ class _Held(dict[int, dict[int, list[int]]]):
 
     Built on first access: what the member owns (topics ascending,
     ids ascending), then what the fill gave it (``filled[i]``: one run of ids per topic, in the
-    order the fill went through the topics). That is the dict, in the order, that the fill
+    order the fill went through the topics; ``fill_topics[i]`` those topics and
+    ``fill_lens[i]`` the runs' lengths). That is the dict, in the order, that the fill
     would have built as it went; but a member the rebalance never touches (most of them, once
     a group is balanced) is never grouped at all.
     """
 
     def __init__(
-        self, layout: Layout, owned: _OwnedIds | _OwnedClaims, filled: list[list[int]]
+        self,
+        layout: Layout,
+        owned: _OwnedIds | _OwnedClaims,
+        filled: list[list[int]],
+        fill_topics: list[list[int]] | None,
+        fill_lens: list[list[int]] | None,
     ) -> None:
         super().__init__()
         self.members = len(filled)
         self._layout = layout
         self._owned = owned
         self._filled = filled
+        self._fill_topics = fill_topics
+        self._fill_lens = fill_lens
+        # Ids whose topic may still be found by bisection (see _topics).
+        self._bisect_budget = layout.total // 8
+
+    def _topics(self, ids: list[int]) -> list[int]:
+        """The topic index of each of ``ids``. By bisection over the topics' offsets while
+        few ids were asked about (a rebalance that touches a few members should not build the
+        layout's table of a million entries), from that table after."""
+        layout = self._layout
+        if layout._index_of is None and len(ids) <= self._bisect_budget:
+            self._bisect_budget -= len(ids)
+            return list(map(sub, map(bisect_right, repeat(layout.offsets), ids), repeat(1)))
+        return list(map(layout.topic_index_of.__getitem__, ids))
 
     def _by_topic(self, ids: list[int]) -> dict[int, list[int]]:
         """``ids`` (each topic's in one run) grouped by topic, in C: cut where the topic
         changes."""
         if not ids:
             return {}
-        ks = list(map(self._layout.topic_index_of.__getitem__, ids))
+        ks = self._topics(ids)
         starts = [0, *compress(range(1, len(ids)), map(ne, islice(ks, 1, None), ks))]
         cuts = map(slice, starts, [*starts[1:], len(ids)])
         return dict(zip(map(ks.__getitem__, starts), map(ids.__getitem__, cuts), strict=True))
 
+    def _runs(self, i: int, given: list[int]) -> tuple[list[int], list[int]]:
+        """The topics of member ``i``'s runs in ``given`` and their lengths: as the fill noted
+        them, or found from the topic of each id (cut where the topic changes)."""
+        if self._fill_topics is not None and self._fill_lens is not None:
+            return self._fill_topics[i], self._fill_lens[i]
+        if not given:
+            return [], []
+        ks = self._topics(given)
+        starts = [0, *compress(range(1, len(ks)), map(ne, islice(ks, 1, None), ks))]
+        ends = [*starts[1:], len(ks)]
+        return list(map(ks.__getitem__, starts)), list(map(sub, ends, starts))
+
     def __missing__(self, i: int) -> dict[int, list[int]]:
         mine = self._owned.ids(i)
+        given = self._filled[i]
+        topics, lens = self._runs(i, given)
         if not mine:
-            given = self._filled[i]
-            lazy = _TopicIds(given, list(map(self._layout.topic_index_of.__getitem__, given)))
+            lazy = _TopicIds(given, topics, lens)
             self[i] = lazy
             return lazy
         grouped = self._by_topic(sorted(mine))
-        for k, ids in self._by_topic(self._filled[i]).items():
+        runs = map(given.__getitem__, _slices(lens))
+        for k, ids in zip(topics, runs, strict=True):
             have = grouped.get(k)
             if have is None:
                 grouped[k] = ids
@@ -1018,10 +1067,13 @@ def _fresh_plan(
         who = list(map(holders.__getitem__, order))
         starts = [0, *compress(range(1, count), map(ne, islice(who, 1, None), who))]
         parts = tuple(order)
-        cuts = map(slice, starts, [*starts[1:], count])
-        for i, mine in zip(map(who.__getitem__, starts), map(parts.__getitem__, cuts), strict=True):
-            if i >= 0:
-                ready[i][name] = mine
+        ends = [*starts[1:], count]
+        if who[0] < 0:  # nobody holds these (sorted first): skip them
+            del starts[0], ends[0]
+        # ready[i][name] = the cut of each holder i, in C.
+        mine = map(parts.__getitem__, map(slice, starts, ends))
+        readies = map(ready.__getitem__, map(who.__getitem__, starts))
+        deque(map(dict.__setitem__, readies, repeat(name), mine), 0)
     unassigned = holder.count(-1)
     if not claimed:  # nothing to withhold: the plan needs no ids, only how many moved
         nothing: list[list[int]] = [[] for _ in member_ids]
@@ -1081,6 +1133,17 @@ def _free_ids(owner_of: list[int], start: int, count: int) -> list[int]:
         out.sort()
         return out
     return list(compress(range(start, start + count), map((0).__gt__, part)))
+
+
+def _record_runs(
+    receivers: list[int], k: int, fill_topics: list[list[int]], fill_lens: list[list[int]]
+) -> None:
+    """Note that each member in ``receivers`` (one entry per partition of topic ``k`` given)
+    got a run of that many partitions of ``k``: appended to its ``fill_topics`` and
+    ``fill_lens``, in C."""
+    runs = Counter(receivers)
+    deque(map(list.append, map(fill_topics.__getitem__, runs), repeat(k)), 0)
+    deque(map(list.append, map(fill_lens.__getitem__, runs), runs.values()), 0)
 
 
 def _water_fill(free: list[int], subscribers: list[int], load: list[int]) -> list[int]:
@@ -1249,6 +1312,22 @@ class _ClaimedArray:
         return self._size
 
 
+#: The layout of the last :func:`_general` call, and the topic indices of each subscription
+#: it met (members keep their subscriptions from one rebalance to the next).
+_last_topic_lists: tuple[Layout, dict[frozenset[str], list[int]]] | None = None
+
+
+def _topic_lists(layout: Layout, members: int) -> dict[frozenset[str], list[int]]:
+    """Subscription -> its topic indices in ``layout``, kept from the last call with the same
+    layout (cleared when it has grown well past the number of ``members``). The lists are
+    shared: nobody may change them."""
+    global _last_topic_lists
+    last = _last_topic_lists
+    if last is None or last[0] is not layout or len(last[1]) > 2 * members + 64:
+        last = _last_topic_lists = (layout, {})
+    return last[1]
+
+
 def _general(
     layout: Layout,
     member_ids: list[str],
@@ -1279,7 +1358,7 @@ def _general(
     # topics_of[i]: the topics member i subscribes to (in no particular order: nothing here
     # depends on it), one list per distinct subscription.
     topics_of: list[list[int]] = []
-    by_subscription: dict[frozenset[str], list[int]] = {}
+    by_subscription = _topic_lists(layout, members)
     subs_of = subs.__getitem__
     for i, names in enumerate(subscribed):
         ks = by_subscription.get(names)
@@ -1295,11 +1374,22 @@ def _general(
     # Fill: the most constrained topics first, each partition to the least loaded subscriber.
     # filled_by[g]: the member the fill gave id g to; filled: those ids, in the order given.
     filled_by = [-1] * layout.total
-    filled: list[int] = []
+    # What the fill gave each member, in the order given.
+    fills: list[list[int]] = [[] for _ in range(members)]
+    # Per member, the topics the fill gave it partitions of (in the order given) and how many:
+    # noted when topics have two partitions or more per subscriber on average (each member is
+    # then given several of a topic, and grouping a touched member from these saves a topic
+    # lookup per partition); otherwise members get one partition of a topic or none, few are
+    # touched, and looking their partitions' topics up costs less than noting runs for all.
+    pairs = sum(map(len, subs))
+    record = pairs > 0 and sum(compress(counts, subs)) >= 1.5 * pairs
+    fill_topics: list[list[int]] | None = [[] for _ in range(members)] if record else None
+    fill_lens: list[list[int]] | None = [[] for _ in range(members)] if record else None
     for k in sorted(range(ntopics), key=lambda k: (len(subs[k]), k)):
         if not subs[k]:
             continue
         free = owned.free(k)
+        given: list[int] = []  # members given a hinted partition of k, one entry each
         if hinted and free:
             rest = []
             name = layout.topics[k]
@@ -1307,25 +1397,28 @@ def _general(
                 i = hinted.get(g, -1)
                 if i >= 0 and name in subscribed[i]:
                     filled_by[g] = i
-                    filled.append(g)
+                    fills[i].append(g)
+                    given.append(i)
                     load[i] += 1
                 else:
                     rest.append(g)
             free = rest
         if not free:
+            if given and fill_topics is not None and fill_lens is not None:
+                _record_runs(given, k, fill_topics, fill_lens)
             continue
         receivers = _water_fill(free, subs[k], load)
         if len(free) == counts[k]:
             filled_by[offsets[k] : offsets[k] + counts[k]] = receivers
         else:
             deque(map(filled_by.__setitem__, free, receivers), 0)
-        filled.extend(free)
-    # What the fill gave each member, in the order given: fills[filled_by[g]].append(g), in C.
-    fills: list[list[int]] = [[] for _ in range(members)]
-    deque(map(list.append, map(fills.__getitem__, map(filled_by.__getitem__, filled)), filled), 0)
+        # fills[i].append(g) for each partition given, in C.
+        deque(map(list.append, map(fills.__getitem__, receivers), free), 0)
+        if fill_topics is not None and fill_lens is not None:
+            _record_runs(given + receivers if given else receivers, k, fill_topics, fill_lens)
     # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
     # moving are the newly given ones. Grouped only when the rebalance touches the member.
-    held = _Held(layout, owned, fills)
+    held = _Held(layout, owned, fills, fill_topics, fill_lens)
     # Partitions held that the member did not own: so far, all it was given.
     fresh_count = list(map(sub, load, owned.loads))
 

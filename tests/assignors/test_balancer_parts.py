@@ -117,8 +117,8 @@ def test_claim_index_refuses_what_is_not_an_int() -> None:
 
 def test_topic_ids_behave_as_a_dict_of_lists() -> None:
     given_ids = [10, 11, 20, 30, 31, 32]
-    topics = [1, 1, 2, 3, 3, 3]
-    lazy = _TopicIds(given_ids, topics)
+    # One run per topic: topics 1, 2, 3 with 2, 1 and 3 ids.
+    lazy = _TopicIds(given_ids, [1, 2, 3], [2, 1, 3])
     plain = {1: [10, 11], 2: [20], 3: [30, 31, 32]}
     assert list(lazy) == list(plain) and len(lazy) == 3 and 2 in lazy
     assert lazy[3][-1] == 32
