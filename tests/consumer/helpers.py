@@ -233,6 +233,25 @@ class Reader:
         return {(tp, o) for _, tp, o in self.records}
 
 
+def sharing(
+    a: Consumer, b: Consumer, reader: Reader, each: int, records: int
+) -> Callable[[], bool]:
+    """A condition: ``a`` and ``b`` each own ``each`` partitions, both STABLE, and ``reader``
+    has read more than ``records`` records."""
+    from aiogroup.membership import MemberState
+
+    def check() -> bool:
+        return (
+            len(a.assignment()) == each
+            and len(b.assignment()) == each
+            and a.member.state is MemberState.STABLE
+            and b.member.state is MemberState.STABLE
+            and len(reader.records) > records
+        )
+
+    return check
+
+
 async def poll_until(
     consumer: Consumer, condition: Callable[[], Any], timeout: float, what: str
 ) -> list[ConsumerRecord]:

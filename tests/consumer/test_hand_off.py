@@ -21,7 +21,16 @@ from aiogroup.testing.fixtures import (  # noqa: F401 - fixtures are found by na
 )
 from tests.integration.harness import double_ownership, ownership, read_events, start_peer
 
-from .helpers import CONVERGE_S, Pacer, Reader, consumer, make_topic, unique, wait_for
+from .helpers import (
+    CONVERGE_S,
+    Pacer,
+    Reader,
+    consumer,
+    make_topic,
+    sharing,
+    unique,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -92,15 +101,7 @@ async def test_hand_off_keeps_reading_until_the_round_that_moves_the_partitions(
             async with a:
                 ra = IterReader(a, "a").start()
                 await wait_for(
-                    lambda: (
-                        len(a.assignment()) == 3
-                        and len(b.assignment()) == 3
-                        and a.member.state is MemberState.STABLE
-                        and b.member.state is MemberState.STABLE
-                        and len(ra.records) > 10
-                    ),
-                    CONVERGE_S,
-                    "a and b sharing the topic, a reading",
+                    sharing(a, b, ra, 3, 10), CONVERGE_S, "a and b sharing the topic, a reading"
                 )
                 handed = a.assignment()
                 hand_off_gen = a.member.generation_id

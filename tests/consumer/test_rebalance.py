@@ -26,6 +26,7 @@ from .helpers import (
     poll_until,
     produce,
     read_until,
+    sharing,
     unique,
     wait_for,
 )
@@ -67,15 +68,7 @@ async def test_records_during_a_rebalance(
             async with b:
                 rb = Reader(b, "b").start()
                 await wait_for(
-                    lambda: (
-                        len(a.assignment()) == 3
-                        and len(b.assignment()) == 3
-                        and a.member.state is MemberState.STABLE
-                        and b.member.state is MemberState.STABLE
-                        and len(rb.records) > 10
-                    ),
-                    CONVERGE_S,
-                    "the group to settle with b reading",
+                    sharing(a, b, rb, 3, 10), CONVERGE_S, "the group to settle with b reading"
                 )
                 start, end = _window(ra, joined_at)
                 kept = a.assignment()
