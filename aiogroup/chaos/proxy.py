@@ -20,8 +20,9 @@ import logging
 import struct
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
+
+from aiogroup.testing.loop_thread import start_loop_thread, stop_loop_thread
 
 __all__ = ["CuttingProxy", "client_id_of"]
 
@@ -84,32 +85,16 @@ class CuttingProxy:
     def start(self) -> CuttingProxy:
         if self._thread is not None:
             return self
-        loop = asyncio.new_event_loop()
-        ready: Future[None] = Future()
+        async def boot() -> asyncio.Server:
+            return await asyncio.start_server(
+                self._accept, self.host, self.port, reuse_address=True
+            )
 
-        def main() -> None:
-            asyncio.set_event_loop(loop)
-
-            async def boot() -> None:
-                try:
-                    self._server = await asyncio.start_server(
-                        self._accept, self.host, self.port, reuse_address=True
-                    )
-                    self.port = int(self._server.sockets[0].getsockname()[1])
-                    ready.set_result(None)
-                except BaseException as exc:
-                    ready.set_exception(exc)
-
-            loop.run_until_complete(boot())
-            if ready.exception() is None:
-                loop.run_forever()
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-        self._loop = loop
-        self._thread = threading.Thread(target=main, name="aiogroup-chaos-proxy", daemon=True)
-        self._thread.start()
-        ready.result(10)
+        self._loop, self._thread, server = start_loop_thread(
+            boot, name="aiogroup-chaos-proxy", timeout=10
+        )
+        self._server = server
+        self.port = int(server.sockets[0].getsockname()[1])
         return self
 
     def stop(self) -> None:
@@ -125,8 +110,7 @@ class CuttingProxy:
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(close(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+        stop_loop_thread(loop, thread, 10)
         self._loop = self._thread = None
 
     def __enter__(self) -> CuttingProxy:

@@ -74,6 +74,7 @@ from aiogroup.testing.coordinator import (
 )
 from aiogroup.testing.faults import GROUP_APIS, FaultEvent, FaultRule, Faults
 from aiogroup.testing.listeners import Listener
+from aiogroup.testing.loop_thread import start_loop_thread, stop_loop_thread
 from aiogroup.testing.sasl import MECHANISMS, SaslCredentials
 
 __all__ = ["EmbeddedBroker", "RawClient", "ThreadedBroker", "main"]
@@ -1235,28 +1236,11 @@ class ThreadedBroker:
     def start(self) -> ThreadedBroker:
         if self._thread is not None:
             return self
-        loop = asyncio.new_event_loop()
-        ready: ConcurrentFuture[EmbeddedBroker] = ConcurrentFuture()
-
-        def main() -> None:
-            asyncio.set_event_loop(loop)
-
-            async def boot() -> None:
-                try:
-                    ready.set_result(await EmbeddedBroker(**self._kwargs).start())
-                except BaseException as exc:
-                    ready.set_exception(exc)
-
-            loop.run_until_complete(boot())
-            if ready.exception() is None:
-                loop.run_forever()
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-        self._loop = loop
-        self._thread = threading.Thread(target=main, name="aiogroup-embedded-broker", daemon=True)
-        self._thread.start()
-        self._broker = ready.result(30)
+        self._loop, self._thread, self._broker = start_loop_thread(
+            lambda: EmbeddedBroker(**self._kwargs).start(),
+            name="aiogroup-embedded-broker",
+            timeout=30,
+        )
         return self
 
     def stop(self) -> None:
@@ -1265,8 +1249,7 @@ class ThreadedBroker:
             return
         with contextlib.suppress(Exception):
             self.run(self.broker.stop(), 15)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(15)
+        stop_loop_thread(loop, thread, 15)
         self._loop = self._thread = None
 
     def restart(self) -> None:
