@@ -95,7 +95,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         slot=st.sampled_from(SLOTS),
         use_id=st.booleans(),
         protocols=st.sampled_from(PROTOCOL_CHOICES),
-        version=st.sampled_from([3, 4, 8, 9]),
+        version=st.sampled_from([3, 4, 5, 8, 9]),
         session_ms=st.sampled_from([6000, 10_000]),
         rebalance_ms=st.sampled_from([6000, 20_000]),
     )
@@ -132,7 +132,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 protocols=list(protocols),
                 session_timeout_ms=session_ms,
                 rebalance_timeout_ms=rebalance_ms,
-                group_instance_id=self._instance(slot),
+                # A group instance id travels in JoinGroup v5+ only (KIP-345).
+                group_instance_id=self._instance(slot) if version >= 5 else None,
                 client_id=slot,
                 api_version=version,
             ),
