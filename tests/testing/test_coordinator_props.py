@@ -289,9 +289,14 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 assert not members and group.protocol_name is None
             if group.state in (State.COMPLETING_REBALANCE, State.STABLE):
                 assert members and group.protocol_name is not None
-                # Every member supports the selected protocol.
+                # Every member supports the selected protocol; except that Kafka 2.3 let a
+                # static member restart in a Stable group with a protocol list that would
+                # change the vote, without a rebalance (rule "static-restart-protocol",
+                # KAFKA-10284 changed it in 2.8): the kafka2 flavour keeps that.
+                kept_by_2_3 = "static-restart-protocol" in coord.rule_hits.get(gid, set())
                 for m in members.values():
-                    m.metadata(group.protocol_name)
+                    if not (kept_by_2_3 and m.group_instance_id is not None):
+                        m.metadata(group.protocol_name)
                     assert not m.is_awaiting_join
             if group.state == State.STABLE and self.FLAVOUR != "kafka2":
                 # Stable: the leader's assignment was distributed and stored for this very
