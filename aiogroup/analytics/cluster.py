@@ -35,6 +35,7 @@ from types import TracebackType
 from typing import Any
 
 from aiogroup.analytics.session import AnalyticsError, find_java
+from aiogroup.testing.processes import terminate
 
 __all__ = ["JOB", "ClusterError", "StandaloneCluster", "spark_home"]
 
@@ -66,13 +67,6 @@ def _free_port() -> int:
     from aiogroup.testing.tansu import free_port
 
     return free_port()
-
-
-def _terminate(process: subprocess.Popen[bytes]) -> None:
-    """TERM (a worker's shutdown hook stops its executors), then KILL after a grace period."""
-    from aiogroup.testing.kafka import _terminate as terminate
-
-    terminate(process, grace=20.0)
 
 
 @dataclass
@@ -232,7 +226,8 @@ class StandaloneCluster:
     def stop(self) -> None:
         """Stop the workers, then the master, by pid (TERM, then KILL after 20 s)."""
         for daemon in reversed(self._daemons):
-            _terminate(daemon.process)
+            # TERM first: a worker's shutdown hook stops its executors.
+            terminate(daemon.process, grace=20.0)
         self._daemons.clear()
         if self.work is not None and not (self._failed or self.keep):
             shutil.rmtree(self.work, ignore_errors=True)

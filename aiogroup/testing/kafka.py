@@ -61,6 +61,7 @@ from typing import Any
 from aiogroup.errors import AiogroupError, ConfigurationError
 from aiogroup.testing import _wire
 from aiogroup.testing.listeners import Listener
+from aiogroup.testing.processes import terminate
 from aiogroup.testing.sasl import MECHANISMS, SCRAM_MECHANISMS, sasl_login
 from aiogroup.testing.tansu import free_port
 from aiogroup.testing.tls import Pki
@@ -651,7 +652,7 @@ class KafkaBroker:
         """Stop the broker, then ZooKeeper (by pid: SIGTERM, then SIGKILL after 15 s)."""
         for proc in (self._broker, self._zk):
             if proc is not None:
-                _terminate(proc.process)
+                terminate(proc.process)
                 if proc.stdout is not None:
                     proc.stdout.close()
         self._broker = self._zk = None
@@ -662,7 +663,7 @@ class KafkaBroker:
     def stop_broker(self) -> None:
         """Stop only the broker (ZooKeeper and the data stay) to :meth:`restart_broker` later."""
         if self._broker is not None:
-            _terminate(self._broker.process)
+            terminate(self._broker.process)
             if self._broker.stdout is not None:
                 self._broker.stdout.close()
             self._broker = None
@@ -793,19 +794,6 @@ class KafkaBroker:
         if done.returncode != 0:
             raise KafkaStartError(f"{name} {' '.join(args)} failed: {done.stderr[-800:]}")
         return done.stdout
-
-
-def _terminate(process: subprocess.Popen[bytes], grace: float = 15.0) -> None:
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        process.wait(timeout=10)
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use: python -m aiogroup.testing.kafka

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 from aiogroup.errors import ConfigurationError
+from aiogroup.testing.processes import terminate
 
 __all__ = ["TansuBroker", "docker_engine_available", "find_tansu", "free_port"]
 
@@ -129,14 +130,8 @@ class TansuBroker:
 
     def stop(self) -> None:
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        if proc is not None:
+            terminate(proc, grace=5.0)
 
     def __enter__(self) -> TansuBroker:
         return self.start()
