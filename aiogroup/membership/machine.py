@@ -1031,7 +1031,7 @@ class GroupMember:
                 assignments, subscriptions, partitions_per_topic, cooperative=cooperative
             )
             if cooperative:
-                assignments = announce_hand_off_aware(assignments)
+                assignments = _announce_hand_off_aware(assignments)
             encoded = tuple(
                 (
                     m,
@@ -1118,9 +1118,7 @@ class GroupMember:
     def _leader_withholds(self) -> bool:
         """The current leader keeps a member's claimed partitions from others for a round even
         of topics the member no longer subscribes to: ourselves, or an announced aiogroup."""
-        return self.is_leader or (
-            self._aware_leader is not None and self._aware_leader == self.leader_id
-        )
+        return self.is_leader or self._aware_leader == self.leader_id
 
     def _close_ready(self) -> bool:
         """A waiting close may go ahead: the final commit and revocation can happen in a
@@ -1698,7 +1696,7 @@ class GroupMember:
     ] = {}
 
 
-def announce_hand_off_aware(assignments: Mapping[str, Assignment]) -> dict[str, Assignment]:
+def _announce_hand_off_aware(assignments: Mapping[str, Assignment]) -> dict[str, Assignment]:
     """Mark a cooperative leader's assignments with :data:`HAND_OFF_AWARE` (where the assignor
     set no user data of its own), so members know this leader withholds for a hand-off."""
     return {

@@ -16,7 +16,6 @@ from aiogroup.membership import (
     CommitOffsets,
     HeartbeatFailed,
     InvokeCallbacks,
-    JoinGroupCompleted,
     JoinGroupFailed,
     LeaveGroupCompleted,
     MemberState,
@@ -28,20 +27,23 @@ from aiogroup.membership import (
     SendSyncGroup,
     SyncGroupCompleted,
 )
-from aiogroup.membership.events import JoinGroupMember
 from aiogroup.membership.machine import HAND_OFF_AWARE
 from aiogroup.protocol import (
     Assignment,
     Subscription,
-    decode_assignment,
     encode_assignment,
-    encode_subscription,
-    to_topic_partitions,
 )
 from aiogroup.protocol.types import group_by_topic
 
-from .helpers import EagerFixed, Script, member, tps
-from .test_machine import EAGER, join_subscription, owned_in, rebalance
+from .helpers import EagerFixed, Script, leader_join, member, tps
+from .test_machine import (
+    EAGER,
+    _md,
+    _sync_assignments,
+    join_subscription,
+    owned_in,
+    rebalance,
+)
 
 
 def _hand_off(s: Script, within: float = 20.0) -> None:
@@ -228,55 +230,22 @@ def test_a_cooperative_leader_withholds_the_hand_off_partitions_for_one_round() 
     next round, without it, gives them out."""
     s = Script(member(assignor=CooperativeStickyAssignor()))  # type: ignore[arg-type]
     s.start()
-    join = s.take(SendJoinGroup)
-    leaving = encode_subscription(Subscription([], owned_partitions={"t": [0, 1]}, generation_id=1))
-    staying = encode_subscription(
-        Subscription(["t"], owned_partitions={"t": [2, 3]}, generation_id=1)
-    )
-    s.feed(
-        JoinGroupCompleted(
-            join.token,
-            2,
-            "m1",
-            "m1",
-            join.protocols[0][0],
-            members=(JoinGroupMember("m1", staying), JoinGroupMember("m9", leaving)),
-        )
-    )
+    leader_join(s, {"m1": _md(["t"], {"t": (2, 3)}), "m9": _md([], {"t": (0, 1)})}, generation_id=2)
     s.take(RequestMetadata)
     s.feed(MetadataUpdated({"t": 4}))
     sync = s.take(SendSyncGroup)
-    got = {
-        m: frozenset(to_topic_partitions(decode_assignment(b).partitions))
-        for m, b in sync.assignments
-    }
+    got = _sync_assignments(sync)
     assert got == {"m1": tps("t-2", "t-3"), "m9": frozenset()}
     s.feed(SyncGroupCompleted(sync.token, encode_assignment(Assignment(group_by_topic(got["m1"])))))
     s.finish_callbacks()
     assert s.m.state is MemberState.STABLE
-    # m9 revoked and left: the next round gives its partitions out.
-    rejoin = s.take(SendJoinGroup) if s.has(SendJoinGroup) else None
-    if rejoin is None:
-        deadline = s.m.next_deadline()
-        assert deadline is not None
-        s.timer(deadline)
-        s.feed(HeartbeatFailed(s.take(SendHeartbeat).token, 27))
-        rejoin = s.take(SendJoinGroup)
-    staying = encode_subscription(
-        Subscription(["t"], owned_partitions={"t": [2, 3]}, generation_id=2)
-    )
-    s.feed(
-        JoinGroupCompleted(
-            rejoin.token, 3, "m1", "m1", rejoin.protocols[0][0],
-            members=(JoinGroupMember("m1", staying),),
-        )
-    )
-    sync = s.take(SendSyncGroup)
-    got = {
-        m: frozenset(to_topic_partitions(decode_assignment(b).partitions))
-        for m, b in sync.assignments
-    }
-    assert got == {"m1": tps("t-0", "t-1", "t-2", "t-3")}
+    assert not s.has(SendJoinGroup)  # the leader revoked nothing: no rejoin of its own
+    # m9 revoked and left: the next round, without it, gives its partitions out.
+    rejoin = rebalance(s)
+    s.pending.append(rejoin)
+    leader_join(s, {"m1": _md(["t"], {"t": (2, 3)}, gen=2)}, generation_id=3)
+    assert _sync_assignments(s.take(SendSyncGroup)) == {"m1": tps("t-0", "t-1", "t-2", "t-3")}
+    assert owned_in(rejoin) == tps("t-2", "t-3")
 
 
 def test_the_leader_does_not_warn_about_a_hand_off_claim(caplog: pytest.LogCaptureFixture) -> None:
