@@ -924,26 +924,28 @@ class _TopicIds(dict[int, list[int]]):
     given, each topic's ids put in a list only when asked for (a scan of this member looks at
     a few topics; making 250 lists for it would cost more than the scan). ``given`` holds one
     run of ids per topic: ``lens[j]`` ids of topic ``topics[j]``. Reads and writes behave as
-    on a dict of lists; ``items()`` and ``values()`` make every list first."""
+    on a dict of lists; ``items()`` and ``values()`` make every list first.
 
-    __slots__ = ("_given", "_lens", "_runs", "_topics")
+    Until its list is made, a topic's value is the position ``j`` of its run (an int), so the
+    dict is the one lookup table: nothing per topic is built before a topic is asked for."""
+
+    __slots__ = ("_ends", "_given", "_lens")
 
     def __init__(self, given: list[int], topics: list[int], lens: list[int]) -> None:
-        super().__init__(dict.fromkeys(topics))  # type: ignore[arg-type]  # None: not made yet
+        super().__init__(zip(topics, range(len(topics)), strict=True))  # type: ignore[arg-type]
         self._given = given
-        self._topics = topics
         self._lens = lens
-        self._runs: dict[int, slice] | None = None
+        self._ends: list[int] | None = None
 
     def _made(self, k: int) -> list[int]:
-        ids = dict.__getitem__(self, k)
-        if ids is None:
-            runs = self._runs
-            if runs is None:  # where each topic's run starts and ends
-                runs = self._runs = dict(zip(self._topics, _slices(self._lens), strict=True))
-            ids = self._given[runs[k]]
+        ids: list[int] | int = dict.__getitem__(self, k)
+        if type(ids) is int:
+            ends = self._ends
+            if ends is None:  # where each run ends
+                ends = self._ends = list(accumulate(self._lens))
+            ids = self._given[ends[ids] - self._lens[ids] : ends[ids]]
             dict.__setitem__(self, k, ids)
-        return ids
+        return ids  # type: ignore[return-value]
 
     def __getitem__(self, k: int) -> list[int]:
         return self._made(k)
@@ -966,13 +968,15 @@ class _TopicIds(dict[int, list[int]]):
         return dict(self.items()).values()
 
     def ids(self) -> list[int]:
-        """Every id held, without making the lists not made yet."""
-        made = {k: ids for k, ids in dict.items(self) if ids is not None}
-        waiting = {k for k, ids in dict.items(self) if ids is None}
-        given = self._given
-        cuts = compress(_slices(self._lens), map(waiting.__contains__, self._topics))
-        waiting_ids = chain.from_iterable(map(given.__getitem__, cuts))
-        return [*waiting_ids, *chain.from_iterable(made.values())]
+        """Every id held, without making the lists not made yet: first the runs not made (in
+        the order given), then the lists."""
+        values: list[list[int] | int] = list(dict.values(self))  # type: ignore[arg-type]
+        waiting = [j for j in values if isinstance(j, int)]
+        made = [ids for ids in values if not isinstance(ids, int)]
+        given, lens = self._given, self._lens
+        ends = list(accumulate(lens))
+        cuts = (slice(ends[j] - lens[j], ends[j]) for j in waiting)
+        return [*chain.from_iterable(map(given.__getitem__, cuts)), *chain.from_iterable(made)]
 
 
 def _slices(lens: list[int]) -> Iterator[slice]:
