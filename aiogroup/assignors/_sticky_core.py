@@ -990,8 +990,8 @@ class _Held(dict[int, dict[int, list[int]]]):
 
     Built on first access: what the member owns (topics ascending,
     ids ascending), then what the fill gave it (``filled[i]``: one run of ids per topic, in the
-    order the fill went through the topics; ``fill_topics[i]`` those topics and
-    ``fill_lens[i]`` the runs' lengths). That is the dict, in the order, that the fill
+    order the fill went through the topics; the fill notes, per topic in ``fill_order``, how
+    many each member got in ``fill_runs``). That is the dict, in the order, that the fill
     would have built as it went; but a member the rebalance never touches (most of them, once
     a group is balanced) is never grouped at all.
     """
@@ -1001,16 +1001,16 @@ class _Held(dict[int, dict[int, list[int]]]):
         layout: Layout,
         owned: _OwnedIds | _OwnedClaims,
         filled: list[list[int]],
-        fill_topics: list[list[int]] | None,
-        fill_lens: list[list[int]] | None,
+        fill_order: list[int] | None,
+        fill_runs: list[Counter[int]] | None,
     ) -> None:
         super().__init__()
         self.members = len(filled)
         self._layout = layout
         self._owned = owned
         self._filled = filled
-        self._fill_topics = fill_topics
-        self._fill_lens = fill_lens
+        self._fill_order = fill_order
+        self._fill_runs = fill_runs
         # Ids whose topic may still be found by bisection (see _topics).
         self._bisect_budget = layout.total // 8
 
@@ -1037,8 +1037,11 @@ class _Held(dict[int, dict[int, list[int]]]):
     def _runs(self, i: int, given: list[int]) -> tuple[list[int], list[int]]:
         """The topics of member ``i``'s runs in ``given`` and their lengths: as the fill noted
         them, or found from the topic of each id (cut where the topic changes)."""
-        if self._fill_topics is not None and self._fill_lens is not None:
-            return self._fill_topics[i], self._fill_lens[i]
+        if self._fill_order is not None and self._fill_runs is not None:
+            # How many of each topic i got, in fill order (0: none), read from the notes of
+            # the topics: nothing was written per member while filling.
+            got = list(map(dict.get, self._fill_runs, repeat(i), repeat(0)))
+            return list(compress(self._fill_order, got)), list(filter(None, got))
         if not given:
             return [], []
         ks = self._topics(given)
@@ -1149,17 +1152,6 @@ def _free_ids(owner_of: list[int], start: int, count: int) -> list[int]:
         out.sort()
         return out
     return list(compress(range(start, start + count), map((0).__gt__, part)))
-
-
-def _record_runs(
-    receivers: list[int], k: int, fill_topics: list[list[int]], fill_lens: list[list[int]]
-) -> None:
-    """Note that each member in ``receivers`` (one entry per partition of topic ``k`` given)
-    got a run of that many partitions of ``k``: appended to its ``fill_topics`` and
-    ``fill_lens``, in C."""
-    runs = Counter(receivers)
-    deque(map(list.append, map(fill_topics.__getitem__, runs), repeat(k)), 0)
-    deque(map(list.append, map(fill_lens.__getitem__, runs), runs.values()), 0)
 
 
 def _water_fill(free: list[int], subscribers: list[int], load: list[int]) -> list[int]:
@@ -1392,15 +1384,16 @@ def _general(
     filled_by = [-1] * layout.total
     # What the fill gave each member, in the order given.
     fills: list[list[int]] = [[] for _ in range(members)]
-    # Per member, the topics the fill gave it partitions of (in the order given) and how many:
-    # noted when topics have two partitions or more per subscriber on average (each member is
-    # then given several of a topic, and grouping a touched member from these saves a topic
-    # lookup per partition); otherwise members get one partition of a topic or none, few are
-    # touched, and looking their partitions' topics up costs less than noting runs for all.
+    # Per topic given out (in fill order), how many partitions each member got (a Counter of
+    # the receivers, so the fill writes nothing per member): noted when topics have two
+    # partitions or more per subscriber on average (each member is then given several of a
+    # topic, and grouping a touched member from these saves a topic lookup per partition);
+    # otherwise members get one partition of a topic or none, few are touched, and looking
+    # their partitions' topics up costs less.
     pairs = sum(map(len, subs))
     record = pairs > 0 and sum(compress(counts, subs)) >= 1.5 * pairs
-    fill_topics: list[list[int]] | None = [[] for _ in range(members)] if record else None
-    fill_lens: list[list[int]] | None = [[] for _ in range(members)] if record else None
+    fill_order: list[int] | None = [] if record else None
+    fill_runs: list[Counter[int]] | None = [] if record else None
     for k in sorted(range(ntopics), key=lambda k: (len(subs[k]), k)):
         if not subs[k]:
             continue
@@ -1420,8 +1413,9 @@ def _general(
                     rest.append(g)
             free = rest
         if not free:
-            if given and fill_topics is not None and fill_lens is not None:
-                _record_runs(given, k, fill_topics, fill_lens)
+            if given and fill_order is not None and fill_runs is not None:
+                fill_order.append(k)
+                fill_runs.append(Counter(given))
             continue
         receivers = _water_fill(free, subs[k], load)
         if len(free) == counts[k]:
@@ -1430,11 +1424,12 @@ def _general(
             deque(map(filled_by.__setitem__, free, receivers), 0)
         # fills[i].append(g) for each partition given, in C.
         deque(map(list.append, map(fills.__getitem__, receivers), free), 0)
-        if fill_topics is not None and fill_lens is not None:
-            _record_runs(given + receivers if given else receivers, k, fill_topics, fill_lens)
+        if fill_order is not None and fill_runs is not None:
+            fill_order.append(k)
+            fill_runs.append(Counter(given + receivers if given else receivers))
     # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
     # moving are the newly given ones. Grouped only when the rebalance touches the member.
-    held = _Held(layout, owned, fills, fill_topics, fill_lens)
+    held = _Held(layout, owned, fills, fill_order, fill_runs)
     # Partitions held that the member did not own: so far, all it was given.
     fresh_count = list(map(sub, load, owned.loads))
 
