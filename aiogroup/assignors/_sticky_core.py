@@ -339,6 +339,31 @@ def _with_added(
     return {t: out[t] for t in sorted(out)}
 
 
+#: The topics known to the last :func:`balance` call, and what each topic list it met
+#: subscribes to of them (members keep their subscriptions from one rebalance to the next).
+_last_subscribed: tuple[frozenset[str], dict[tuple[str, ...], frozenset[str]]] | None = None
+
+
+def _subscriptions(
+    distinct: Iterable[tuple[str, ...]], known: frozenset[str], members: int
+) -> dict[tuple[str, ...], frozenset[str]]:
+    """:func:`_subscribed` of each of ``distinct``, kept from the last call with the same
+    ``known`` topics (cleared when it has grown well past the number of ``members``). The sets
+    are shared: nobody may change them (they are frozen)."""
+    global _last_subscribed
+    last = _last_subscribed
+    if last is None or last[0] != known or len(last[1]) > 2 * members + 64:
+        last = _last_subscribed = (known, {})
+    seen = last[1]
+    out: dict[tuple[str, ...], frozenset[str]] = {}
+    for topics in distinct:
+        subscribed = seen.get(topics)
+        if subscribed is None:
+            subscribed = seen[topics] = _subscribed(topics, known)
+        out[topics] = subscribed
+    return out
+
+
 def _subscribed(topics: tuple[str, ...], known: frozenset[str]) -> frozenset[str]:
     """The topics of a subscription that have partitions."""
     mine = frozenset(topics)
@@ -548,7 +573,7 @@ def balance(
     layout = Layout.of(counts)
 
     known = frozenset(counts)
-    seen_subs = {key: _subscribed(key, known) for key in distinct}
+    seen_subs = _subscriptions(distinct, known, len(claims))
     subscribed = list(map(seen_subs.__getitem__, topic_lists))
     if claims and all(s is subscribed[0] or s == subscribed[0] for s in subscribed):
         fast = _uniform_by_topic(layout, member_ids, claims, subscribed[0])
