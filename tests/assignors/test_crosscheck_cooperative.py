@@ -451,30 +451,22 @@ def test_equal_subscriptions_never_less_balanced_never_more_moves(scenario: Scen
 # topics, so both sides end at spread 6. Ours moves 8 partitions for loads 6/6/6/6 and 7/7 on
 # the flexible members (balance score 104); kafka-python moves 7 for 7/6/6/5 and 7/7 (score
 # 110). Neither has a balance violation; a 7-move plan cannot reach ours' balance.
+_PINNED_PARTITIONS = {"t0": 10, "t1": 1, "t2": 1, "t3": 1, "t4": 5, "t5": 23}
+_PINNED_TOPICS = {
+    "m00": ["t0", "t1", "t2", "t3", "t4", "t5"],
+    "m01": ["t0", "t1", "t2", "t3", "t4", "t5"],
+    "m02": ["t1"],
+    "m03": ["t2"],
+    "m04": ["t3"],
+    "m05": ["t5"],
+    "m06": ["t0", "t1", "t2", "t4"],
+    "m07": ["t5"],
+}
 JOIN_FOR_BALANCE_SCORE = Scenario(
-    partitions_before={"t0": 10, "t1": 1, "t2": 1, "t3": 1, "t4": 5, "t5": 23},
-    topics_before={
-        "m00": ["t0", "t1", "t2", "t3", "t4", "t5"],
-        "m01": ["t0", "t1", "t2", "t3", "t4", "t5"],
-        "m02": ["t1"],
-        "m03": ["t2"],
-        "m04": ["t3"],
-        "m05": ["t5"],
-        "m06": ["t0", "t1", "t2", "t4"],
-        "m07": ["t5"],
-    },
-    partitions_after={"t0": 10, "t1": 1, "t2": 1, "t3": 1, "t4": 5, "t5": 23},
-    topics_after={
-        "m00": ["t0", "t1", "t2", "t3", "t4", "t5"],
-        "m01": ["t0", "t1", "t2", "t3", "t4", "t5"],
-        "m02": ["t1"],
-        "m03": ["t2"],
-        "m04": ["t3"],
-        "m05": ["t5"],
-        "m06": ["t0", "t1", "t2", "t4"],
-        "m07": ["t5"],
-        "m08": ["t0"],
-    },
+    partitions_before=_PINNED_PARTITIONS,
+    topics_before=_PINNED_TOPICS,
+    partitions_after=_PINNED_PARTITIONS,
+    topics_after={**_PINNED_TOPICS, "m08": ["t0"]},
     change="join",
     baseline="shared",
 )
