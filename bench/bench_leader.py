@@ -62,6 +62,7 @@ from aiogroup.membership import (
     SubscriptionChanged,
 )
 from aiogroup.membership.deltas import leader_plan
+from aiogroup.membership.machine import _announce_hand_off_aware
 from aiogroup.protocol import (
     Assignment,
     Subscription,
@@ -144,7 +145,9 @@ def leader_phases(ppt: dict[str, int], payloads: dict[str, bytes]) -> dict[str, 
 
     def plan() -> tuple[dict[str, Assignment], Any]:
         assignments = {m: raw.get(m, Assignment()) for m in members}
-        return leader_plan(assignments, subs, ppt, cooperative=True)
+        result, lplan = leader_plan(assignments, subs, ppt, cooperative=True)
+        # A cooperative leader announces that it withholds for a hand-off, as GroupMember does.
+        return _announce_hand_off_aware(result), lplan
 
     out["leader_plan"], (result, lplan) = clock(plan)
     out["encode"], encoded = clock(
