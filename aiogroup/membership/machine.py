@@ -82,6 +82,9 @@ HAND_OFF_AWARE = b"aiogroup:hand-off/1"
 #: heartbeat: told this, aiogroup members heartbeat at a fast pace for a while (see
 #: _heartbeat_due and docs/rolling-bounce.md).
 FOLLOW_UP = b"aiogroup:follow-up/1"
+#: Larger groups get no FOLLOW_UP mark: ten heartbeats per member within a tenth of the
+#: interval would be a burst of 10,000 a second per hundred members on the coordinator.
+FOLLOW_UP_MAX_MEMBERS = 100
 
 S = MemberState
 
@@ -1060,9 +1063,8 @@ class GroupMember:
             )
             if cooperative:
                 self._remember_round(assignments, claimed, partitions_per_topic)
-                assignments = _announce_hand_off_aware(
-                    assignments, follow_up=self._follow_up_coming()
-                )
+                follow_up = len(all_members) <= FOLLOW_UP_MAX_MEMBERS and self._follow_up_coming()
+                assignments = _announce_hand_off_aware(assignments, follow_up=follow_up)
             encoded = tuple(
                 (
                     m,

@@ -28,7 +28,7 @@ from aiogroup.membership import (
     SendSyncGroup,
     SyncGroupCompleted,
 )
-from aiogroup.membership.machine import FOLLOW_UP, HAND_OFF_AWARE
+from aiogroup.membership.machine import FOLLOW_UP, FOLLOW_UP_MAX_MEMBERS, HAND_OFF_AWARE
 from aiogroup.protocol import (
     Assignment,
     Subscription,
@@ -161,6 +161,14 @@ def test_every_assignment_of_a_round_that_withholds_says_a_follow_up_is_coming(
     s, _ = leader({"m1": tps("t-0", "t-1"), "m2": tps("t-2")})
     assert marks_sent(s, claims, generation=2) == {"m1": mark, "m2": mark}
     assert not s.has(SendJoinGroup)  # the leader does not start that round itself
+
+
+def test_no_follow_up_mark_in_a_group_larger_than_the_cap() -> None:
+    # Ten fast heartbeats per member would be a burst on the coordinator in a large group.
+    s, _ = leader({"m1": tps("t-0", "t-1"), "m2": tps("t-2")})
+    claims: dict[str, tuple[Sequence[int], int]] = {"m1": ((), -1), "m2": ((0, 2), 1)}
+    claims.update({f"x{i:03}": ((), -1) for i in range(FOLLOW_UP_MAX_MEMBERS - 1)})
+    assert set(marks_sent(s, claims, generation=2).values()) == {HAND_OFF_AWARE}
 
 
 def test_no_follow_up_mark_while_a_claim_persists() -> None:
