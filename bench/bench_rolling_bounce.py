@@ -377,6 +377,48 @@ class RunResult:
         return f"{self.spec.name} ({self.broker})"
 
 
+@contextlib.contextmanager
+def embedded_broker_process(partitions: int) -> Iterator[str]:
+    """``python -m aiogroup.testing.broker`` on a free loopback port, stopped by pid; topics
+    are created on first use with ``partitions`` partitions."""
+    from aiogroup.testing.processes import terminate
+    from aiogroup.testing.tansu import free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "aiogroup.testing.broker", "--host", "127.0.0.1",
+         "--port", str(port), "--group-min-session-timeout-ms", "1000",
+         "--initial-rebalance-delay-ms", "0", "--num-partitions", str(partitions)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().decode()
+        if "listening on" not in line:
+            raise SystemExit(f"the embedded broker did not start: {line!r}")
+        yield f"127.0.0.1:{port}"
+    finally:
+        terminate(process)
+
+
+def create_by_metadata(bootstrap: str, name: str, partitions: int) -> None:
+    """Create a topic on the embedded broker process as a producer's first Metadata request
+    does (auto-creation), and check it got ``partitions`` partitions."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 30
+    while True:
+        topic = producer.list_topics(name, timeout=10).topics.get(name)
+        if topic is not None and topic.error is None and topic.partitions:
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"topic {name} was not created")
+        time.sleep(0.1)
+    if len(topic.partitions) != partitions:
+        raise SystemExit(f"topic {name} has {len(topic.partitions)} partitions, not {partitions}")
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace, work: Path) -> None:
         self.args = args
@@ -387,13 +429,11 @@ class Bench:
     @contextlib.contextmanager
     def broker(self, kind: str) -> Iterator[tuple[str, Callable[[str, int], None]]]:
         if kind == "embedded":
-            from aiogroup.testing.broker import ThreadedBroker
-            from aiogroup.testing.coordinator import CoordinatorConfig
-
-            config = CoordinatorConfig(initial_rebalance_delay_ms=0,
-                                       group_min_session_timeout_ms=1000)
-            with ThreadedBroker(coordinator_config=config) as threaded:
-                yield threaded.bootstrap, threaded.create_topic
+            # In a process of its own, as any broker runs: in the bench process it would share
+            # one interpreter with the producer thread and the status polling, and answer late
+            # whenever they run.
+            with embedded_broker_process(self.args.partitions) as bootstrap:
+                yield bootstrap, lambda name, n: create_by_metadata(bootstrap, name, n)
         elif kind == "kafka23":
             from aiogroup.testing.kafka import KafkaBroker
 

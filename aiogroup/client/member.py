@@ -195,6 +195,7 @@ class GroupMember:
         heartbeat_interval_ms: int = 3_000,
         rebalance_timeout_ms: int = 300_000,
         retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1_000,
         request_timeout_ms: int = 30_000,
         metadata_max_age_ms: int = 300_000,
         close_timeout_s: float = 30.0,
@@ -231,6 +232,7 @@ class GroupMember:
                 rebalance_timeout_ms=rebalance_timeout_ms,
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 retry_backoff_ms=retry_backoff_ms,
+                retry_backoff_max_ms=retry_backoff_max_ms,
                 # Auto-commit needs positions: only a consumer that fetches has them.
                 enable_auto_commit=enable_auto_commit and offsets_source is not None,
                 rack_id=rack_id,
@@ -415,8 +417,8 @@ class GroupMember:
         subscription while it still owns its partitions: the leader gives it nothing and keeps
         those partitions from the others for that round (KIP-429), so the application goes on
         working on them until their revocation callback; the member then leaves at once and
-        the others pick them up in the next round (heartbeating promptly after a cooperative
-        round, they learn of it within a tenth of a heartbeat interval). Under EAGER, or for a
+        the others pick them up in the next round (told by an aiogroup leader that it is
+        coming, they learn of it within a hundredth of a heartbeat interval). Under EAGER, or for a
         static member (KIP-345), or with nothing owned, it is the usual leave.
 
         Gives up after three quarters of ``timeout`` (default ``close_timeout_s``) and leaves
@@ -622,12 +624,16 @@ class GroupMember:
                 try:
                     item = await asyncio.wait_for(self._queue.get(), timeout)
                 except TimeoutError:
+                    before = machine.state
                     self._execute(machine.handle_timer(loop.time()))
+                    if machine.state is not before:
+                        self._notify()  # a timer moved the state (a retry, a backoff's end)
                     continue
                 now = loop.time()
                 if isinstance(item, _Call):
                     if item.future.done():
                         continue
+                    before = machine.state
                     try:
                         actions = item.fn(now)
                     except AiogroupError as exc:
@@ -635,6 +641,8 @@ class GroupMember:
                         continue
                     self._execute(actions)
                     item.future.set_result(None)
+                    if machine.state is not before:
+                        self._notify()  # a call moved the state (subscribe, a hand-off's join)
                     continue
                 self._note_event(item, now)
                 before = machine.state

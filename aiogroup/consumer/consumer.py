@@ -168,6 +168,7 @@ class Consumer:
         heartbeat_interval_ms: int = 3_000,
         rebalance_timeout_ms: int | None = None,
         retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1_000,
         request_timeout_ms: int = 30_000,
         metadata_max_age_ms: int = 300_000,
         close_timeout_s: float = 30.0,
@@ -229,6 +230,7 @@ class Consumer:
             # finish its callbacks and rejoin).
             rebalance_timeout_ms=rebalance_timeout_ms or max_poll_interval_ms,
             retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=retry_backoff_max_ms,
             request_timeout_ms=request_timeout_ms,
             metadata_max_age_ms=metadata_max_age_ms,
             close_timeout_s=close_timeout_s,

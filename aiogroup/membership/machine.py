@@ -76,6 +76,15 @@ log = logging.getLogger("aiogroup.membership")
 #: a leader. Peers' assignors ignore assignment user data they did not ask for (Java's and
 #: librdkafka's cooperative-sticky, kafka-python's), so this changes nothing for them.
 HAND_OFF_AWARE = b"aiogroup:hand-off/1"
+#: Added to those assignments (space-separated) in a round that withheld partitions a member
+#: still claims (KIP-429 2d): "a follow-up round is coming". The member that gives them up
+#: rejoins as soon as it has revoked them, and the others learn of that round only from a
+#: heartbeat: told this, aiogroup members heartbeat at a fast pace for a while (see
+#: _heartbeat_due and docs/rolling-bounce.md).
+FOLLOW_UP = b"aiogroup:follow-up/1"
+#: Larger groups get no FOLLOW_UP mark: ten heartbeats per member within a tenth of the
+#: interval would be a burst of 10,000 a second per hundred members on the coordinator.
+FOLLOW_UP_MAX_MEMBERS = 100
 
 S = MemberState
 
@@ -227,6 +236,8 @@ class GroupMember:
         #: Heartbeats sent before this time go out every tenth of the interval (set by a
         #: cooperative SyncGroup, see _heartbeat_due).
         self._prompt_hb_until = 0.0
+        #: ... and before this one every hundredth (an assignment marked FOLLOW_UP).
+        self._fast_hb_until = 0.0
         self._last_hb_ok = 0.0
         # KAFKA-7026: when the requests now answered were sent (the coordinator handled them
         # later, so a send time is a safe lower bound of when it last saw us alive).
@@ -622,6 +633,13 @@ class GroupMember:
         )
         self._round = _LeaderRound(self.generation_id, withheld, persisting)
 
+    def _follow_up_coming(self) -> bool:
+        """The round just planned withheld partitions whose owner rejoins once it revoked
+        them: not when a claim on them persists, which may not end soon (see
+        _maybe_follow_up)."""
+        r = self._round
+        return r is not None and r.generation_id == self.generation_id and not r.persisting
+
     def _heartbeat_due(self) -> float:
         """When the next heartbeat is due.
 
@@ -633,11 +651,16 @@ class GroupMember:
         heartbeats at the usual pace round two starts up to a whole interval late; prompt
         heartbeats start it within a tenth. It costs about ten more Heartbeat requests per
         member per cooperative rebalance, which every broker answers as any other.
+
+        When an aiogroup leader marked the assignment FOLLOW_UP (it withheld partitions, so
+        round two is coming as soon as their owner has revoked them), every hundredth of the
+        interval for the first tenth of it: ten more requests, in rounds that move partitions.
         """
         interval = self.config.heartbeat_interval_ms / 1000
-        prompt = self._last_hb_sent + interval / 10
-        if prompt <= self._prompt_hb_until:
-            return prompt
+        paces = ((interval / 100, self._fast_hb_until), (interval / 10, self._prompt_hb_until))
+        for pace, until in paces:
+            if self._last_hb_sent + pace <= until + pace / 2:  # (half a step for rounding)
+                return self._last_hb_sent + pace
         return self._last_hb_sent + interval
 
     def _heartbeat_enabled(self) -> bool:
@@ -899,10 +922,18 @@ class GroupMember:
             # generation is still valid; not after a lapsed session, when the member may act
             # on nothing (KAFKA-7026: its partitions may be elsewhere by now).
             self._prepare_committed = True
-            action = self._commit_action(None, "prepare")
-            self._prepare_commit_token = action.token
-            out.append(action)
-            return
+            if self.protocol is RebalanceProtocol.COOPERATIVE:
+                # KIP-429: we keep what we own through the join and may commit it while the
+                # JoinGroup is pending, so the commit goes with the JoinGroup rather than
+                # before it: round two of a rebalance waits for the JoinGroups of the members
+                # that revoked, and until then the partitions that move have no owner. (What
+                # this round revokes is committed by its revocation, before it is given up.)
+                out.append(self._commit_action(None, "prepare", during_join=True))
+            else:
+                action = self._commit_action(None, "prepare")
+                self._prepare_commit_token = action.token
+                out.append(action)
+                return
         # 1d: after a reset everything we owned is lost; 1b: owned partitions that vanished.
         lost = self._owned if self._reset_pending else self._owned & self._pending_lost
         if self.protocol is RebalanceProtocol.EAGER:
@@ -1031,7 +1062,9 @@ class GroupMember:
                 assignments, subscriptions, partitions_per_topic, cooperative=cooperative
             )
             if cooperative:
-                assignments = _announce_hand_off_aware(assignments)
+                self._remember_round(assignments, claimed, partitions_per_topic)
+                follow_up = len(all_members) <= FOLLOW_UP_MAX_MEMBERS and self._follow_up_coming()
+                assignments = _announce_hand_off_aware(assignments, follow_up=follow_up)
             encoded = tuple(
                 (
                     m,
@@ -1053,8 +1086,6 @@ class GroupMember:
             return
         self.last_leader_plan = plan
         self._assignment_snapshot = partitions_per_topic
-        if cooperative:
-            self._remember_round(assignments, claimed, partitions_per_topic)
         self._send_sync(now, out, encoded)
 
     def _finish_assignment(self, now: float, out: Out) -> None:
@@ -1471,15 +1502,20 @@ class GroupMember:
         assigned = frozenset(to_topic_partitions(assignment.partitions))
         # Who assigned this: a leader that withholds claimed partitions of topics their owner
         # no longer subscribes to (ours announces it), or one that may not (librdkafka's).
-        self._aware_leader = self.leader_id if assignment.user_data == HAND_OFF_AWARE else None
+        marks = _leader_marks(assignment.user_data)
+        self._aware_leader = self.leader_id if HAND_OFF_AWARE in marks else None
         if self._handoff == "joined":
             self._handoff = "done"  # the round that takes our partitions: leave after it
         self._joined = True
         self._last_hb_ok = now
         self._last_hb_sent = now
+        interval = self.config.heartbeat_interval_ms / 1000
+        self._prompt_hb_until = self._fast_hb_until = 0.0
         if self.protocol is RebalanceProtocol.COOPERATIVE:
             # KIP-429: a follow-up round may come right after this one (see _heartbeat_due)
-            self._prompt_hb_until = now + self.config.heartbeat_interval_ms / 1000
+            self._prompt_hb_until = now + interval
+            if FOLLOW_UP in marks:
+                self._fast_hb_until = now + interval / 10
         self._goto(S.RECONCILING)
         delta = member_delta(self._owned, assigned)
         self._reconcile = _Reconcile(
@@ -1579,7 +1615,8 @@ class GroupMember:
                 out.append(act.RaiseToUser(error))
             # Try again after the retry backoff rather than a whole interval.
             interval = self.config.heartbeat_interval_ms / 1000
-            self._prompt_hb_until = 0.0  # the usual pace from here, or this retries at once
+            # the usual pace from here, or this retries at once
+            self._prompt_hb_until = self._fast_hb_until = 0.0
             self._last_hb_sent = now - interval + self.config.retry_backoff_ms / 1000
             return
         if self._state is S.STABLE:
@@ -1696,13 +1733,26 @@ class GroupMember:
     ] = {}
 
 
-def _announce_hand_off_aware(assignments: Mapping[str, Assignment]) -> dict[str, Assignment]:
+def _announce_hand_off_aware(
+    assignments: Mapping[str, Assignment], *, follow_up: bool = False
+) -> dict[str, Assignment]:
     """Mark a cooperative leader's assignments with :data:`HAND_OFF_AWARE` (where the assignor
-    set no user data of its own), so members know this leader withholds for a hand-off."""
+    set no user data of its own), so members know this leader withholds for a hand-off, and
+    with :data:`FOLLOW_UP` when it withheld partitions in this round."""
+    mark = HAND_OFF_AWARE + b" " + FOLLOW_UP if follow_up else HAND_OFF_AWARE
     return {
-        m: a if a.user_data is not None else dataclasses.replace(a, user_data=HAND_OFF_AWARE)
+        m: a if a.user_data is not None else dataclasses.replace(a, user_data=mark)
         for m, a in assignments.items()
     }
+
+
+def _leader_marks(user_data: bytes | None) -> frozenset[bytes]:
+    """The marks an aiogroup leader put in an assignment's user data (space-separated, each
+    ``aiogroup:<name>/<version>``; marks a later version adds are ignored), or none if the
+    user data is not ours."""
+    if not user_data or not user_data.startswith(b"aiogroup:"):
+        return frozenset()
+    return frozenset(user_data.split(b" "))
 
 
 def _register() -> None:

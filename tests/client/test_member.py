@@ -25,8 +25,9 @@ from aiogroup.errors import FencedInstanceIdError, KafkaError
 from aiogroup.membership import MemberState, RebalanceCallbackError
 from aiogroup.protocol.types import TopicPartition
 from aiogroup.telemetry import JsonlTelemetry
+from aiogroup.testing import EmbeddedBroker
 
-from .helpers import until
+from .helpers import FAST, until
 
 TP = TopicPartition
 TOPIC = "orders"
@@ -400,3 +401,24 @@ async def test_telemetry_records_acting_windows_states_and_leader_rounds(tmp_pat
         assert round_["assignments"] == {"m-1": everything} and round_["withheld"] == {}
     (commit,) = [e for e in events if e["type"] == "offsets_committed" and "started" in e]
     assert sent <= commit["started"] <= commit["ts"]
+
+
+async def test_a_state_change_made_by_a_timer_is_reported_by_changed(
+    embedded_broker: EmbeddedBroker,
+) -> None:
+    # A JoinGroup failing with a retriable error is retried after the backoff by the member's
+    # timer; the retry (never answered here) leaves the member JOINING with no event to come,
+    # so only the timer's own report can wake a waiter.
+    embedded_broker.create_topic("t", 1)
+    embedded_broker.faults.fail("JoinGroup", 14)  # COORDINATOR_LOAD_IN_PROGRESS: backoff
+    embedded_broker.faults.drop("JoinGroup", count=2)
+    async with GroupMember(
+        embedded_broker.bootstrap,
+        "g",
+        topics=["t"],
+        retry_backoff_ms=1_000,
+        request_timeout_ms=60_000,
+        **FAST,
+    ) as m:
+        await until(m, lambda: m.state is MemberState.UNJOINED, timeout=10)  # backing off
+        await until(m, lambda: m.state is MemberState.JOINING, timeout=10)  # the timer's retry

@@ -86,3 +86,12 @@ def test_the_machine_refreshes_with_exponential_backoff_then_stops(
     s.feed(ev.MetadataUpdated({"t": 1}))
     assert len(warnings_about(caplog, "late")) == 2
     assert m._metadata_refresh_at == pytest.approx(s.now + 0.1)
+
+
+async def test_the_backoff_cap_is_an_option_of_the_member_and_the_consumer() -> None:
+    from aiogroup import Consumer
+
+    m = GroupMember("127.0.0.1:9", "g", topics=["t"], retry_backoff_max_ms=250)
+    c = Consumer("127.0.0.1:9", "g", topics=["t"], retry_backoff_max_ms=250)
+    assert m._machine.config.retry_backoff_max_ms == 250
+    assert c._member._machine.config.retry_backoff_max_ms == 250

@@ -27,10 +27,11 @@ from aiogroup.membership import (
     SendSyncGroup,
     SyncGroupCompleted,
 )
-from aiogroup.membership.machine import HAND_OFF_AWARE
+from aiogroup.membership.machine import FOLLOW_UP, HAND_OFF_AWARE
 from aiogroup.protocol import (
     Assignment,
     Subscription,
+    decode_assignment,
     encode_assignment,
 )
 from aiogroup.protocol.types import group_by_topic
@@ -71,7 +72,8 @@ def test_hand_off_keeps_the_partitions_through_the_round_then_leaves_at_once() -
     s = Script(member(enable_auto_commit=True))
     s.stable(tps("t-0", "t-1"), user_data=HAND_OFF_AWARE)
     _hand_off(s)
-    # Auto-commit first, as before any JoinGroup (the partitions stay ours meanwhile).
+    # Auto-commit with the JoinGroup, as before any cooperative JoinGroup (the partitions stay
+    # ours meanwhile).
     commit = s.take(CommitOffsets)
     assert commit.offsets is None and commit.generation_id == 1
     assert s.m.assignment == tps("t-0", "t-1") and not s.has(InvokeCallbacks)
@@ -165,11 +167,12 @@ def test_a_hand_off_that_takes_too_long_leaves_as_a_close_does() -> None:
 
 def test_a_plain_close_ends_a_hand_off_not_yet_sent() -> None:
     s = Script(member(enable_auto_commit=True))
-    s.stable(tps("t-0"), user_data=HAND_OFF_AWARE)
-    _hand_off(s)
-    commit = s.take(CommitOffsets)  # the hand-off's auto-commit is in flight
+    s.start()
+    assigned = s.join_as_follower(tps("t-0"), user_data=HAND_OFF_AWARE)
+    _hand_off(s)  # waits for the rebalance under way (our on_assigned runs)
+    assert not s.has(SendJoinGroup)
     s.feed(CloseRequested(finish_rebalance_by=s.now + 20))
-    s.feed(CommitCompleted(commit.token))
+    s.feed(CallbacksFinished(assigned.token))
     # A stable member closing: the usual commit, revoke, leave; no hand-off JoinGroup.
     assert not s.has(SendJoinGroup)
     s.feed(CommitCompleted(s.take(CommitOffsets).token))
@@ -236,6 +239,9 @@ def test_a_cooperative_leader_withholds_the_hand_off_partitions_for_one_round() 
     sync = s.take(SendSyncGroup)
     got = _sync_assignments(sync)
     assert got == {"m1": tps("t-2", "t-3"), "m9": frozenset()}
+    # A follow-up round is certain (m9 leaves once it has revoked): the leader says so.
+    marks = {decode_assignment(b).user_data for _, b in sync.assignments}
+    assert marks == {HAND_OFF_AWARE + b" " + FOLLOW_UP}
     s.feed(SyncGroupCompleted(sync.token, encode_assignment(Assignment(group_by_topic(got["m1"])))))
     s.finish_callbacks()
     assert s.m.state is MemberState.STABLE

@@ -28,6 +28,7 @@ from aiogroup.membership import (
     SendSyncGroup,
     SyncGroupCompleted,
 )
+from aiogroup.membership.machine import FOLLOW_UP, FOLLOW_UP_MAX_MEMBERS, HAND_OFF_AWARE
 from aiogroup.protocol import (
     Assignment,
     Subscription,
@@ -59,9 +60,9 @@ def leader(plan: Mapping[str, frozenset[TopicPartition]]) -> tuple[Script, Fixed
     return s, assignor
 
 
-def lead_round(s: Script, claims: Claims, generation: int) -> dict[str, frozenset[TopicPartition]]:
+def lead(s: Script, claims: Claims, generation: int) -> dict[str, bytes]:
     """Answer the pending JoinGroup as leader of ``claims`` (m1 is us), complete the round
-    (our SyncGroup answered, our callbacks run); return what the leader sent each member."""
+    (our SyncGroup answered, our callbacks run); return the assignment bytes sent each member."""
     join = s.take(SendJoinGroup)
     members = tuple(
         JoinGroupMember(
@@ -79,14 +80,18 @@ def lead_round(s: Script, claims: Claims, generation: int) -> dict[str, frozense
         )
     )
     sync = s.take(SendSyncGroup)
-    sent = {
-        m: frozenset(to_topic_partitions(decode_assignment(b).partitions))
-        for m, b in sync.assignments
-    }
     s.feed(SyncGroupCompleted(sync.token, dict(sync.assignments)["m1"]))
     while s.has(InvokeCallbacks):
         s.finish_callbacks()
-    return sent
+    return dict(sync.assignments)
+
+
+def lead_round(s: Script, claims: Claims, generation: int) -> dict[str, frozenset[TopicPartition]]:
+    """As lead: return what the leader sent each member."""
+    return {
+        m: frozenset(to_topic_partitions(decode_assignment(b).partitions))
+        for m, b in lead(s, claims, generation).items()
+    }
 
 
 def run_stable(s: Script, seconds: float, answer: int = 0) -> float | None:
@@ -133,6 +138,48 @@ def test_no_follow_up_of_our_own_when_the_owner_rejoins() -> None:
     sent = lead_round(s, {"m1": ((1,), 2), "m2": ((2,), 2)}, generation=3)
     assert sent["m1"] == tps("t-0", "t-1")
     assert run_stable(s, 3 * REBALANCE) is None
+
+
+def marks_sent(s: Script, claims: Claims, generation: int) -> dict[str, bytes | None]:
+    """Lead a round as lead_round does; return the user data of each assignment."""
+    return {m: decode_assignment(b).user_data for m, b in lead(s, claims, generation).items()}
+
+
+@pytest.mark.parametrize(
+    ("claims", "mark"),
+    [
+        ({"m1": ((), -1), "m2": ((0, 2), 1)}, HAND_OFF_AWARE + b" " + FOLLOW_UP),
+        ({"m1": ((), -1), "m2": ((2,), 1)}, HAND_OFF_AWARE),
+    ],
+    ids=["withholds", "withholds-nothing"],
+)
+def test_every_assignment_of_a_round_that_withholds_says_a_follow_up_is_coming(
+    claims: Claims, mark: bytes
+) -> None:
+    # m2 must revoke t-0 before m1 may have it: it rejoins once it has, and the others learn
+    # of that round from a heartbeat, which FOLLOW_UP makes them send at a fast pace.
+    s, _ = leader({"m1": tps("t-0", "t-1"), "m2": tps("t-2")})
+    assert marks_sent(s, claims, generation=2) == {"m1": mark, "m2": mark}
+    assert not s.has(SendJoinGroup)  # the leader does not start that round itself
+
+
+def test_no_follow_up_mark_in_a_group_larger_than_the_cap() -> None:
+    # Ten fast heartbeats per member would be a burst on the coordinator in a large group.
+    s, _ = leader({"m1": tps("t-0", "t-1"), "m2": tps("t-2")})
+    claims: dict[str, tuple[Sequence[int], int]] = {"m1": ((), -1), "m2": ((0, 2), 1)}
+    claims.update({f"x{i:03}": ((), -1) for i in range(FOLLOW_UP_MAX_MEMBERS - 1)})
+    assert set(marks_sent(s, claims, generation=2).values()) == {HAND_OFF_AWARE}
+
+
+def test_no_follow_up_mark_while_a_claim_persists() -> None:
+    # A claim that went unhonoured in the round before may never be given up (kafka-python):
+    # no round is known to be coming, so no fast heartbeats.
+    s, _ = leader({"m1": tps("t-0", "t-1"), "m2": tps("t-2")})
+    first = marks_sent(s, {"m1": ((), -1), "m2": ((0, 2), -1)}, generation=2)
+    assert first["m2"] == HAND_OFF_AWARE + b" " + FOLLOW_UP
+    run_stable(s, SESSION + 1)  # the leader's follow-up after a session
+    again = marks_sent(s, {"m1": ((1,), 2), "m2": ((0, 2), -1)}, generation=3)
+    assert again == {"m1": HAND_OFF_AWARE, "m2": HAND_OFF_AWARE}
 
 
 def test_a_claim_repeated_after_a_long_stable_generation_stops_blocking() -> None:

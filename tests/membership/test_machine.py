@@ -50,7 +50,7 @@ from aiogroup.membership import (
     SyncGroupFailed,
     UnsubscribeRequested,
 )
-from aiogroup.membership.machine import HAND_OFF_AWARE
+from aiogroup.membership.machine import FOLLOW_UP, HAND_OFF_AWARE
 from aiogroup.metrics import KIP429Metrics
 from aiogroup.protocol import (
     Assignment,
@@ -527,6 +527,38 @@ def test_auto_commit_before_rebalance_waits_for_result() -> None:
     assert s.take(InvokeCallbacks).revoked == tps("t-0")
 
 
+def test_cooperative_auto_commit_goes_with_the_join_not_before_it() -> None:
+    # KIP-429: the member keeps what it owns through the join, so the rejoin is not held back
+    # by a commit round trip (round two waits for the revokers' JoinGroups, while the
+    # partitions that move have no owner).
+    s = Script(member(enable_auto_commit=True))
+    s.stable(tps("t-0"))
+    s.timer(s.m.next_deadline() or 0.0)
+    s.feed(HeartbeatFailed(s.take(SendHeartbeat).token, 27))
+    assert s.kinds() == ["CommitOffsets", "SendJoinGroup"]
+    commit, join = s.take(CommitOffsets), s.take(SendJoinGroup)
+    assert commit.offsets is None and commit.generation_id == 1 and commit.during_join
+    assert owned_in(join) == tps("t-0") and s.m.assignment == tps("t-0")
+    # The commit's answer changes nothing; the join goes on.
+    s.feed(CommitCompleted(commit.token))
+    assert s.take(ResolveCommit).error is None and s.pending == []
+    assert s.m.state is MemberState.JOINING
+
+
+def test_a_cooperative_revocation_rejoins_with_one_commit_sent_beside_the_join() -> None:
+    s = Script(member(enable_auto_commit=True))
+    s.stable(tps("t-0", "t-1"), generation_id=1)
+    s.timer(s.m.next_deadline() or 0.0)
+    s.feed(HeartbeatFailed(s.take(SendHeartbeat).token, 27))
+    s.take(CommitOffsets)
+    cb = s.join_as_follower(tps("t-0"), generation_id=2, join=s.take(SendJoinGroup))
+    assert cb.revoked == tps("t-1")
+    s.feed(CallbacksFinished(cb.token))
+    s.finish_callbacks()  # assigned (nothing new)
+    assert s.kinds() == ["CommitOffsets", "SendJoinGroup"]  # at once, no answer awaited
+    assert owned_in(s.take(SendJoinGroup)) == tps("t-0")
+
+
 # -- KIP-429 1a/1b and KIP-70 -----------------------------------------------------------------
 
 
@@ -777,8 +809,9 @@ def test_assignor_failure_is_raised_and_join_retried() -> None:
 
 
 def test_heartbeat_schedule_and_session_timeout() -> None:
-    s = Script(member(RebalanceProtocol.EAGER, heartbeat_interval_ms=1000,
-                      session_timeout_ms=10_000))
+    s = Script(
+        member(RebalanceProtocol.EAGER, heartbeat_interval_ms=1000, session_timeout_ms=10_000)
+    )
     s.stable(tps("t-0"))
     t0 = s.now
     assert s.m.next_deadline() == pytest.approx(t0 + 1)
@@ -821,9 +854,41 @@ def test_cooperative_sync_is_followed_by_prompt_heartbeats_for_one_interval() ->
     assert gaps == pytest.approx([0.1] * 10 + [1.0] * 2)
 
 
+def test_an_assignment_marked_follow_up_makes_heartbeats_fast_for_a_tenth_of_the_interval() -> None:
+    # The aiogroup leader withheld partitions in this round and starts round two itself at
+    # once: a member learns of it within a hundredth of the interval, then the prompt pace.
+    s = Script(member(heartbeat_interval_ms=1000, session_timeout_ms=10_000))
+    s.stable(tps("t-0"), user_data=HAND_OFF_AWARE + b" " + FOLLOW_UP)
+    t0 = s.now
+    sent = _prompt_heartbeats(s, t0, t0 + 2.5)
+    gaps = [round(b - a, 6) for a, b in zip([0.0, *sent[:-1]], sent, strict=True)]
+    assert gaps == pytest.approx([0.01] * 10 + [0.1] * 9 + [1.0])
+    assert not s.has(SendJoinGroup)  # a follower does not rejoin by itself
+
+
+@pytest.mark.parametrize(
+    "user_data",
+    [HAND_OFF_AWARE, b"kafka:follow-up/1", b"x " + FOLLOW_UP, None],
+    ids=["hand-off-only", "not-ours", "not-ours-prefix", "none"],
+)
+def test_only_our_follow_up_mark_makes_heartbeats_fast(user_data: bytes | None) -> None:
+    s = Script(member(heartbeat_interval_ms=1000, session_timeout_ms=10_000))
+    s.stable(tps("t-0"), user_data=user_data)
+    t0 = s.now
+    assert _prompt_heartbeats(s, t0, t0 + 0.35) == pytest.approx([0.1, 0.2, 0.3])
+
+
+def test_marks_a_later_version_adds_are_ignored_and_ours_still_read() -> None:
+    s = Script(member(heartbeat_interval_ms=1000, session_timeout_ms=10_000))
+    s.stable(tps("t-0"), user_data=b"aiogroup:future/9 " + FOLLOW_UP + b" " + HAND_OFF_AWARE)
+    t0 = s.now
+    assert _prompt_heartbeats(s, t0, t0 + 0.025) == pytest.approx([0.01, 0.02])
+
+
 def test_eager_sync_keeps_the_usual_heartbeat_pace() -> None:
-    s = Script(member(RebalanceProtocol.EAGER, heartbeat_interval_ms=1000,
-                      session_timeout_ms=10_000))
+    s = Script(
+        member(RebalanceProtocol.EAGER, heartbeat_interval_ms=1000, session_timeout_ms=10_000)
+    )
     s.stable(tps("t-0"))
     t0 = s.now
     assert _prompt_heartbeats(s, t0, t0 + 3.5) == pytest.approx([1.0, 2.0, 3.0])
@@ -841,8 +906,7 @@ def test_prompt_heartbeat_learns_of_round_two_within_a_tenth_of_the_interval() -
 
 
 def test_a_failed_prompt_heartbeat_retries_after_the_backoff_not_at_once() -> None:
-    s = Script(member(heartbeat_interval_ms=1000, session_timeout_ms=10_000,
-                      retry_backoff_ms=250))
+    s = Script(member(heartbeat_interval_ms=1000, session_timeout_ms=10_000, retry_backoff_ms=250))
     s.stable(tps("t-0"))
     t0 = s.now
     s.timer(t0 + 0.1)
