@@ -70,15 +70,6 @@ def gc_paused() -> Iterator[None]:
     allocation burst would make the cyclic collector rescan all of them, about a tenth of the
     time at 1M partitions. Nothing cyclic is created, so pausing it loses nothing; it is
     re-enabled on the way out, exceptions included.
-
-    On the way out, what was allocated meanwhile (the assignment returned: at 1M partitions,
-    half a million tuples in 2,000 dicts) would still be scanned by the first collection
-    after, another tenth of the time. So the young objects are handed to the oldest
-    generation unscanned first (``gc.freeze()`` then ``gc.unfreeze()``, which is what those two
-    do together): the next full collection, which scans everything anyway, looks at them. Only
-    when nothing is frozen (a caller that froze objects itself, e.g. before forking, keeps
-    them frozen); the cost to the caller is that cyclic garbage it made just before is
-    collected by a full collection instead of a young one.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -86,9 +77,6 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
-            if not gc.get_freeze_count():
-                gc.freeze()
-                gc.unfreeze()
             gc.enable()
 
 

@@ -9,17 +9,14 @@ must answer exactly as the loop would, or the plan changes:
 - ``ClaimIndex`` answers claimed / distinct / regular / within / unclaimed per topic;
 - ``_TopicIds`` behaves as the dict of lists it stands for;
 - ``Layout.grouped`` groups ids the same way whatever path it takes, and ``_in_order`` says
-  whether a claim is sorted;
-- ``gc_paused`` gives the collector back as it found it.
+  whether a claim is sorted.
 """
 
 from __future__ import annotations
 
-import gc
 import heapq
 from itertools import chain
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +27,6 @@ from aiogroup.assignors._sticky_core import (
     _LeastLoaded,
     _TopicIds,
     _water_fill,
-    gc_paused,
 )
 
 
@@ -166,34 +162,3 @@ def test_in_order(claim: dict[str, tuple[int, ...]]) -> None:
         and all(list(ps) == sorted(ps) for ps in clean.values())
     )
     assert _in_order(clean, lens) == want
-
-
-def test_gc_paused_restores_the_collector_and_keeps_a_callers_freeze() -> None:
-    was = gc.isenabled()
-    gc.enable()
-    try:
-        with gc_paused():
-            assert not gc.isenabled()
-            made = [(i,) for i in range(5_000)]  # young objects, as an assignment makes
-        assert gc.isenabled()
-        # Handed to the oldest generation unscanned: the young generation is empty again.
-        assert gc.get_count()[0] < 700 and gc.get_freeze_count() == 0
-        assert any(made[-1] is o for o in gc.get_objects(generation=2))
-        # An exception inside still re-enables it.
-        with pytest.raises(ZeroDivisionError), gc_paused():
-            1 // 0  # noqa: B018
-        assert gc.isenabled()
-        # A caller that froze objects keeps them frozen (nothing is moved then).
-        gc.freeze()
-        frozen = gc.get_freeze_count()
-        with gc_paused():
-            pass
-        assert gc.get_freeze_count() == frozen
-        gc.unfreeze()
-        # A caller that disabled the collector finds it disabled.
-        gc.disable()
-        with gc_paused():
-            pass
-        assert not gc.isenabled()
-    finally:
-        (gc.enable if was else gc.disable)()
