@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from aiogroup import GroupMember, TopicPartition
+from aiogroup.membership import MemberState
 from aiogroup.testing import kafka as kafka_mod
 from aiogroup.testing.fixtures import apache_kafka  # noqa: F401 - the fixture, found by name
 from aiogroup.testing.kafka import (
@@ -183,9 +184,18 @@ async def _join_commit_leave(bootstrap: str, topic: str, group: str) -> dict[Any
         GroupMember(bootstrap, group, topics=[topic], session_timeout_ms=6000,
                     heartbeat_interval_ms=500) as b,
     ):  # fmt: skip
-        while not (a.assignment and b.assignment and a.assignment | b.assignment == _tps(topic)):
+        def split() -> bool:
+            # Both STABLE too: the one that synced last may still await its SyncGroup answer
+            # (owning its old partitions) when the other already has its new ones.
+            return (
+                bool(a.assignment and b.assignment)
+                and a.assignment | b.assignment == _tps(topic)
+                and a.state is b.state is MemberState.STABLE
+            )
+
+        while True:
             waiters = [a.changed(), b.changed()]
-            if a.assignment and b.assignment and a.assignment | b.assignment == _tps(topic):
+            if split():
                 break
             await asyncio.wait_for(asyncio.wait(waiters, return_when="FIRST_COMPLETED"), 60)
         assert not a.assignment & b.assignment
