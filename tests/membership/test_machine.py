@@ -855,8 +855,9 @@ def test_cooperative_sync_is_followed_by_prompt_heartbeats_for_one_interval() ->
 
 
 def test_an_assignment_marked_follow_up_makes_heartbeats_fast_for_a_tenth_of_the_interval() -> None:
-    # The aiogroup leader withheld partitions in this round and starts round two itself at
-    # once: a member learns of it within a hundredth of the interval, then the prompt pace.
+    # The aiogroup leader withheld partitions in this round, so round two comes as soon as
+    # their owner has revoked them: a member heartbeats every hundredth of the interval for a
+    # tenth of it, then at the prompt pace.
     s = Script(member(heartbeat_interval_ms=1000, session_timeout_ms=10_000))
     s.stable(tps("t-0"), user_data=HAND_OFF_AWARE + b" " + FOLLOW_UP)
     t0 = s.now
