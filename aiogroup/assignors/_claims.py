@@ -11,6 +11,13 @@ are in cache), the claimed partitions of each topic into one list with C-level c
 question is then a few C-level passes over one topic's list: a set of it says whether a
 partition is claimed twice and answers lookups, its minimum and maximum whether every claim
 exists, and its sum (or the set) which partitions nobody claims.
+
+The balancer asks one question of every topic: are its claims plain (ints, each an existing
+partition, none twice)? :meth:`ClaimIndex.plain` answers it with a single pass that also
+yields the partitions nobody claims: taking the claims away from the set of every partition
+removes exactly as many as were claimed if and only if they are distinct and exist. The
+other questions about that topic are then answered from those (usually few) unclaimed
+partitions, and no set of the claims is built.
 """
 
 from __future__ import annotations
@@ -25,6 +32,24 @@ __all__ = ["ClaimIndex", "shared_index"]
 Claims = Mapping[str, Sequence[int]]
 _INTS = frozenset({int})
 
+#: ``frozenset(range(count))`` per partition count met (see :func:`_every`).
+_every_of: dict[int, frozenset[int]] = {}
+#: At most this many partitions in all are kept in ``_every_of``.
+_EVERY_KEPT = 1 << 18
+
+
+def _every(count: int) -> frozenset[int]:
+    """Every partition ``0 .. count - 1`` of a topic of ``count``, as a set (kept: topics share
+    few distinct counts, and a leader meets the same ones every round)."""
+    found = _every_of.get(count)
+    if found is None:
+        found = frozenset(range(count))
+        if count <= _EVERY_KEPT:
+            if sum(_every_of) + count > _EVERY_KEPT:
+                _every_of.clear()
+            _every_of[count] = found
+    return found
+
 
 class ClaimIndex:
     """Every claimed partition, per topic, from the members' own ``{topic: partitions}``.
@@ -33,14 +58,27 @@ class ClaimIndex:
     gathered (member by member), with repeats: a partition claimed by two members, or listed
     twice by one, appears twice. Topics nobody claims a partition of have no entry.
 
+    ``gathered``, when given, is ``claims`` already gathered by the caller from ``maps`` (one
+    list per topic, member by member; empty lists are dropped).
+
     Raises ``TypeError`` if a member's partitions are not iterable.
     """
 
-    __slots__ = ("_regular", "_sets", "claims")
+    __slots__ = ("_free", "_regular", "_sets", "claims")
 
-    def __init__(self, maps: Sequence[Claims]) -> None:
+    def __init__(
+        self, maps: Sequence[Claims], gathered: dict[str, list[int]] | None = None
+    ) -> None:
+        self._sets: dict[str, set[int]] = {}
+        self._regular: dict[str, bool] = {}
+        # Per topic found plain (see plain): its partition count and the partitions unclaimed.
+        self._free: dict[str, tuple[int, set[int]]] = {}
+        if gathered is not None:
+            # Gathered by the caller, from these maps, as below.
+            self.claims: dict[str, list[int]] = {t: ps for t, ps in gathered.items() if ps}
+            return
         present = [claims for claims in maps if claims]
-        self.claims: dict[str, list[int]] = {}
+        self.claims = {}
         if present:
             keys = tuple(present[0])
             if all(type(m) is dict and tuple(m) == keys for m in present):
@@ -50,15 +88,13 @@ class ClaimIndex:
                 flat = map(list, map(chain.from_iterable, columns))
                 self.claims = {t: parts for t, parts in zip(keys, flat, strict=True) if parts}
             else:
-                gathered: defaultdict[str, list[int]] = defaultdict(list)
-                lists = gathered.__getitem__
+                lists: defaultdict[str, list[int]] = defaultdict(list)
+                of = lists.__getitem__
                 extend = list.extend
                 for claims in present:
-                    # list.extend(gathered[topic], partitions) for every topic, in C.
-                    deque(map(extend, map(lists, claims), claims.values()), 0)
-                self.claims = {t: parts for t, parts in gathered.items() if parts}
-        self._sets: dict[str, set[int]] = {}
-        self._regular: dict[str, bool] = {}
+                    # list.extend(lists[topic], partitions) for every topic, in C.
+                    deque(map(extend, map(of, claims), claims.values()), 0)
+                self.claims = {t: parts for t, parts in lists.items() if parts}
 
     def claimed_set(self, topic: str) -> set[int]:
         """The distinct partitions of ``topic`` claimed (``TypeError`` if unhashable)."""
@@ -69,7 +105,38 @@ class ClaimIndex:
 
     def distinct(self, topic: str) -> bool:
         """Whether no partition of ``topic`` is claimed twice (by two members, or by one)."""
+        if topic in self._free:
+            return True
         return len(self.claimed_set(topic)) == len(self.claims.get(topic, ()))
+
+    def plain(self, topic: str, count: int) -> bool:
+        """True if the claims of ``topic`` are plain ints (not bools, floats...), each a
+        partition ``0 <= p < count``, none twice: :meth:`regular` and :meth:`within`.
+
+        One pass over the claims beyond the type check: taking them away from every partition
+        of the topic removes as many as were claimed if and only if all exist and none is
+        claimed twice. What is left (the unclaimed partitions) is kept, and answers
+        :meth:`claimed`, :meth:`unclaimed` and :meth:`distinct` for this topic from then on.
+        A topic with many more partitions than claims is checked as :meth:`regular` and
+        :meth:`within` do instead (not walking every partition of it).
+        """
+        known = self._free.get(topic)
+        if known is not None and known[0] == count:
+            return True
+        parts = self.claims.get(topic)
+        if not parts:
+            return True
+        if count > 4 * len(parts) + 64:  # a few claims of a large topic: not every partition
+            return self.regular(topic) and self.within(topic, count)
+        if not _INTS.issuperset(map(type, parts)):
+            return False
+        free = _every(count).difference(parts)
+        if len(free) != count - len(parts):  # a claim twice, or of no partition
+            return False
+        # A fresh set: the difference keeps the size of every partition's table.
+        self._free[topic] = (count, set(free))
+        self._regular[topic] = True
+        return True
 
     def regular(self, topic: str) -> bool:
         """True if the claims of ``topic`` are plain ints (not bools, floats...), none twice.
@@ -86,16 +153,27 @@ class ClaimIndex:
     def within(self, topic: str, count: int) -> bool:
         """True if every claim of ``topic`` is a partition ``0 <= p < count`` (for a
         :meth:`regular` topic; ``TypeError`` for values that do not compare with ints)."""
+        known = self._free.get(topic)
+        if known is not None and known[0] == count:
+            return True
         parts = self.claims.get(topic)
         return not parts or (min(parts) >= 0 and max(parts) < count)
 
     def claimed(self, topic: str, partition: int) -> bool:
         """Whether some member claims ``topic``-``partition``."""
-        return topic in self.claims and partition in self.claimed_set(topic)
+        if topic not in self.claims:
+            return False
+        known = self._free.get(topic)
+        if known is not None and type(partition) is int:
+            return 0 <= partition < known[0] and partition not in known[1]
+        return partition in self.claimed_set(topic)
 
     def unclaimed(self, topic: str, count: int) -> list[int]:
         """The partitions ``0 .. count - 1`` of a :meth:`regular`, :meth:`within` topic that
         nobody claims, ascending."""
+        known = self._free.get(topic)
+        if known is not None and known[0] == count:
+            return sorted(known[1])
         parts = self.claims.get(topic, [])
         missing = count - len(parts)
         if missing == 0:
@@ -111,7 +189,9 @@ class ClaimIndex:
 _last: tuple[tuple[Claims, ...], ClaimIndex] | None = None
 
 
-def shared_index(maps: Sequence[Claims], *, keep: bool = True) -> ClaimIndex:
+def shared_index(
+    maps: Sequence[Claims], *, keep: bool = True, made: ClaimIndex | None = None
+) -> ClaimIndex:
     """``ClaimIndex(maps)``, or the index made last if ``maps`` are the very same objects, in
     the same order.
 
@@ -119,14 +199,26 @@ def shared_index(maps: Sequence[Claims], *, keep: bool = True) -> ClaimIndex:
     once, the index serves both (at a million claims it costs a tenth of a second). The claims
     are read-only by contract (``PartitionsByTopic``), so the same objects hold the same
     partitions. ``keep=False`` hands the index over and forgets it (the plan is its last user:
-    it need not stay in memory until the next rebalance).
+    it need not stay in memory until the next rebalance). ``made``: the index of ``maps``,
+    built by the caller (it is kept as if made here).
     """
     global _last
     last = _last
-    if last is not None and len(last[0]) == len(maps) and all(map(is_, last[0], maps)):
+    if made is None and last is not None and _same(last[0], maps):
         if not keep:
             _last = None
         return last[1]
-    index = ClaimIndex(maps)
+    index = ClaimIndex(maps) if made is None else made
     _last = (tuple(maps), index) if keep else None
     return index
+
+
+def last_index(maps: Sequence[Claims]) -> ClaimIndex | None:
+    """The index made last, if it was made from the very same ``maps`` (see
+    :func:`shared_index`), else ``None``."""
+    last = _last
+    return last[1] if last is not None and _same(last[0], maps) else None
+
+
+def _same(made_from: tuple[Claims, ...], maps: Sequence[Claims]) -> bool:
+    return len(made_from) == len(maps) and all(map(is_, made_from, maps))

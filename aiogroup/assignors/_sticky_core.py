@@ -51,7 +51,7 @@ from itertools import accumulate, chain, compress, filterfalse, islice, repeat
 from operator import add, eq, gt, itemgetter, le, lt, ne, or_, sub
 from typing import Any
 
-from aiogroup.assignors._claims import ClaimIndex, shared_index
+from aiogroup.assignors._claims import ClaimIndex, last_index, shared_index
 from aiogroup.assignors.range import refuse_bare_string
 from aiogroup.protocol.types import NO_GENERATION, PartitionsByTopic
 
@@ -391,15 +391,17 @@ def _tuples_sorted(values: Iterable[Sequence[int]], lens: list[int]) -> bool:
 _tuple_len: Callable[[object], int] = tuple.__len__  # type: ignore[assignment]
 
 #: The last topics found in sorted order (members of a group mostly hold the same ones).
-_last_sorted_keys: tuple[str, ...] = ()
+_last_sorted_keys: list[str] = []
 
 
 def _sorted_keys(mapping: PartitionsByTopic) -> bool:
+    """Whether the topics of ``mapping`` are in sorted order (they are distinct: a sorted copy
+    equals them; sorting a sorted list is one C-level comparison per topic)."""
     global _last_sorted_keys
-    keys = tuple(mapping)
+    keys = list(mapping)
     if keys == _last_sorted_keys:
         return True
-    if all(map(lt, keys, islice(keys, 1, None))):
+    if sorted(keys) == keys:
         _last_sorted_keys = keys
         return True
     return False
@@ -700,16 +702,31 @@ class _OwnedClaims:
     def of(
         cls, layout: Layout, claims: list[MemberClaim], subscribed: list[frozenset[str]]
     ) -> _OwnedClaims | None:
-        """The view, or ``None`` if some claim is not plainly valid."""
+        """The view, or ``None`` if some claim is not plainly valid.
+
+        One pass over the members measures each claim's tuples, checks that it is in order and
+        gathers its partitions per topic into the claims index, while its tuples are in the
+        CPU's cache; then each topic's claims are checked in one pass (:meth:`ClaimIndex.plain`).
+        """
+        maps = [c.owned for c in claims]
+        # The very same claims as the last index was made from: reuse it (see shared_index).
+        reused = last_index(maps)
+        gathered: dict[str, list[int]] | None = None
+        if reused is None:
+            gathered = {t: [] for t in layout.topics}
+        extend = list.extend
         lens: list[list[int]] = []
         ordered: list[bool] = []
-        for claim, subs in zip(claims, subscribed, strict=True):
-            owned = claim.owned
+        for owned, subs in zip(maps, subscribed, strict=True):
             try:
+                if not owned:
+                    lens.append([])
+                    ordered.append(False)
+                    continue
                 # Subscribed topics only; _tuple_len refuses anything but a tuple.
-                if owned and not owned.keys() <= subs:
+                if not owned.keys() <= subs:
                     return None
-                mine = list(map(_tuple_len, owned.values())) if owned else []
+                mine = list(map(_tuple_len, owned.values()))
             except (TypeError, AttributeError):
                 return None
             lens.append(mine)
@@ -717,14 +734,22 @@ class _OwnedClaims:
                 ordered.append(_in_order(owned, mine))
             except Exception:  # not plainly valid: found below, and the view is not used
                 ordered.append(False)
-        try:
-            index = shared_index([c.owned for c in claims])
-        except TypeError:
-            return None
+            if gathered is not None:
+                # list.extend(gathered[topic], partitions) for every topic, in C. Every topic
+                # is one of the layout's (it is subscribed): one itemgetter call fetches the
+                # lists (it returns the list itself for a single topic).
+                if len(mine) > 1:
+                    into = itemgetter(*owned)(gathered)
+                else:
+                    into = (gathered[next(iter(owned))],)
+                deque(map(extend, into, owned.values()), 0)
+        index = (
+            reused if reused is not None else shared_index(maps, made=ClaimIndex(maps, gathered))
+        )
         count_of = layout.count_of
         for topic in index.claims:
             count = count_of.get(topic)
-            if count is None or not index.regular(topic) or not index.within(topic, count):
+            if count is None or not index.plain(topic, count):
                 return None
         return cls(layout, claims, index, lens, ordered)
 
@@ -865,12 +890,7 @@ def _uniform_by_topic(
     count_of = layout.count_of
     for topic in index.claims:
         count = count_of.get(topic)
-        if (
-            count is None
-            or topic not in subscribed
-            or not index.regular(topic)
-            or not index.within(topic, count)
-        ):
+        if count is None or topic not in subscribed or not index.plain(topic, count):
             return None
     sizes: list[int] = []
     ordered: list[bool] = []

@@ -6,7 +6,7 @@ must answer exactly as the loop would, or the plan changes:
 - ``_water_fill`` hands a topic's free partitions out as popping a heap of ``(load, member)``;
 - ``_LeastLoaded`` finds the least loaded subscriber of a topic (lowest index on ties) from bit
   sets, and whether a lighter member shares a topic with a donor;
-- ``ClaimIndex`` answers claimed / distinct / regular / within / unclaimed per topic;
+- ``ClaimIndex`` answers claimed / distinct / regular / within / plain / unclaimed per topic;
 - ``_TopicIds`` behaves as the dict of lists it stands for;
 - ``Layout.grouped`` groups ids the same way whatever path it takes, and ``_in_order`` says
   whether a claim is sorted.
@@ -108,6 +108,36 @@ def test_claim_index_answers_as_the_claims_do(maps: list[dict[str, tuple[int, ..
             if index.within(topic, count):
                 want = [p for p in range(count) if p not in every]
                 assert index.unclaimed(topic, count) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(claims, max_size=5), st.integers(1, 9), st.booleans())
+def test_plain_is_regular_and_within(
+    maps: list[dict[str, tuple[int, ...]]], count: int, large: bool
+) -> None:
+    """``plain`` answers as ``regular`` and ``within`` together, and once a topic is found
+    plain, the index still answers every other question as the claims do (from the partitions
+    nobody claims). ``large``: a topic of far more partitions than claims (the other way)."""
+    if large:
+        count += 1000
+    index = ClaimIndex(maps)
+    for topic in "abcd":
+        every = [p for m in maps for p in m.get(topic, ())]
+        want = len(set(every)) == len(every) and all(0 <= p < count for p in every)
+        assert ClaimIndex(maps).plain(topic, count) == want
+        assert index.plain(topic, count) == want
+        assert index.distinct(topic) == (len(set(every)) == len(every))
+        for p in range(-2, count + 2):
+            assert index.claimed(topic, p) == (p in every)
+        if want:
+            assert index.within(topic, count) and index.regular(topic)
+            assert index.unclaimed(topic, count) == [p for p in range(count) if p not in every]
+
+
+def test_plain_refuses_what_is_not_an_int() -> None:
+    index = ClaimIndex([{"a": (True, 2)}, {"b": (1.0,)}, {"c": (1, 2)}])
+    assert not index.plain("a", 3) and not index.plain("b", 3) and index.plain("c", 3)
+    assert index.claimed("c", 1) and index.claimed("c", True) and not index.claimed("c", 0)
 
 
 def test_claim_index_refuses_what_is_not_an_int() -> None:
