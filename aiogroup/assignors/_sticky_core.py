@@ -372,20 +372,30 @@ def _in_order(claim: PartitionsByTopic, lens: list[int]) -> bool:
             flat = list(chain.from_iterable(values))
             return all(map(lt, flat[0::2], flat[1::2]))
         return all(map(le, map(_first, values), map(_last, values)))
-    return _tuples_sorted(claim.values(), lens)
+    return _tuples_sorted(claim.values(), lens, top)
 
 
 _first = itemgetter(0)
 _last = itemgetter(-1)
 
 
-def _tuples_sorted(values: Iterable[Sequence[int]], lens: list[int]) -> bool:
-    """Whether each of ``values`` (of lengths ``lens``, no value twice in one) is ascending.
+def _tuples_sorted(values: Iterable[Sequence[int]], lens: list[int], top: int) -> bool:
+    """Whether each of ``values`` (tuples, as :func:`_in_order`'s callers check, of lengths
+    ``lens``, the longest ``top``, no value twice in one) is ascending.
 
     Only those of two or more are looked at (most claims hold one partition of many topics),
-    each compared with its sorted copy, at C level."""
-    several = list(compress(values, map(gt, lens, repeat(1))))
-    return list(map(sorted, several)) == list(map(list, several))
+    each compared with its sorted copy, at C level. They are picked by a mask made from the
+    lengths as bytes (one C-level ``translate``) while no tuple is longer than 255."""
+    if top < 256:
+        selectors: Iterable[int] = bytes(lens).translate(_SEVERAL)
+    else:
+        selectors = map(gt, lens, repeat(1))
+    several = list(compress(values, selectors))
+    return list(map(tuple, map(sorted, several))) == several
+
+
+#: ``bytes.translate`` table: a tuple length of two or more to 1, else 0.
+_SEVERAL = bytes(2) + bytes([1]) * 254
 
 
 _tuple_len: Callable[[object], int] = tuple.__len__  # type: ignore[assignment]

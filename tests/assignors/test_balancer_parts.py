@@ -192,3 +192,12 @@ def test_in_order(claim: dict[str, tuple[int, ...]]) -> None:
         and all(list(ps) == sorted(ps) for ps in clean.values())
     )
     assert _in_order(clean, lens) == want
+
+
+def test_in_order_with_tuples_longer_than_a_byte() -> None:
+    """Lengths of 256 or more cannot be a bytes mask: the other way gives the same answer."""
+    long = tuple(range(300))
+    assert _in_order({"a": long, "b": (3, 5, 9)}, [300, 3])
+    assert not _in_order({"a": long, "b": (3, 9, 5)}, [300, 3])
+    assert not _in_order({"a": (*long[:-2], 299, 298), "b": (3, 5, 9)}, [300, 3])
+    assert not _in_order({"a": (3, 9, 5), "b": (1,)}, [3, 1])
