@@ -42,7 +42,7 @@ import gc
 import heapq
 import logging
 from bisect import bisect_left, bisect_right, insort
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -100,6 +100,7 @@ class Layout:
 
     __slots__ = (
         "_index_of",
+        "_numbers",
         "_part_of",
         "_single_of",
         "_singletons",
@@ -128,6 +129,7 @@ class Layout:
         self._single_of: list[tuple[int]] | None = None
         self._part_of: list[int] | None = None
         self._singletons: list[tuple[int]] | None = None
+        self._numbers: list[int] | None = None
 
     @classmethod
     def of(cls, partitions_per_topic: Mapping[str, int]) -> Layout:
@@ -167,6 +169,14 @@ class Layout:
         if self._part_of is None:
             self._part_of = list(chain.from_iterable(map(range, self.counts)))
         return self._part_of
+
+    @property
+    def numbers(self) -> list[int]:
+        """``[0, 1, ..., max count - 1]``: partition numbers as shared int objects (a range
+        would make a new object for each number above 256, each time)."""
+        if self._numbers is None:
+            self._numbers = list(range(max(self.counts, default=0)))
+        return self._numbers
 
     @property
     def singletons(self) -> list[tuple[int]]:
@@ -992,6 +1002,62 @@ class _TopicIds(dict[int, list[int]]):
         return [*chain.from_iterable(map(given.__getitem__, cuts)), *chain.from_iterable(made)]
 
 
+class _FilledIds(dict[int, list[int]]):
+    """``held[i]`` of a member in a group where nobody owned anything and nothing was hinted:
+    the topics the fill gave it partitions of, in fill order, each topic's ids found in
+    ``filled_by`` only when asked for (the fill writes nothing per member).
+
+    Until its list is made, a topic's value is ``None``. A list is made before any partition
+    of its topic moves to or from this member (see ``move`` in :func:`_general`), so it is
+    the ids of the topic ``filled_by`` gives this member, ascending: the order the fill gave
+    them in."""
+
+    __slots__ = ("_filled_by", "_i", "_layout")
+
+    def __init__(self, topics: Iterable[int], filled_by: list[int], layout: Layout, i: int) -> None:
+        super().__init__(dict.fromkeys(topics))  # type: ignore[arg-type]
+        self._filled_by = filled_by
+        self._layout = layout
+        self._i = i
+
+    def _made(self, k: int) -> list[int]:
+        ids: list[int] | None = dict.__getitem__(self, k)
+        if ids is None:
+            ids = []
+            start = self._layout.offsets[k]
+            end = start + self._layout.counts[k]
+            find, i = self._filled_by.index, self._i
+            try:  # a few each, found by C-level scans
+                while True:
+                    start = find(i, start, end)
+                    ids.append(start)
+                    start += 1
+            except ValueError:
+                pass
+            dict.__setitem__(self, k, ids)
+        return ids
+
+    def __getitem__(self, k: int) -> list[int]:
+        return self._made(k)
+
+    def get(self, k: int, default: Any = None) -> Any:
+        return self._made(k) if k in self else default
+
+    def setdefault(self, k: int, default: Any = None) -> Any:
+        if k in self:
+            return self._made(k)
+        dict.__setitem__(self, k, default)
+        return default
+
+    def items(self) -> Any:
+        for k in list(self):
+            self._made(k)
+        return dict.items(self)
+
+    def values(self) -> Any:
+        return dict(self.items()).values()
+
+
 def _slices(lens: list[int]) -> Iterator[slice]:
     """The slices of runs of lengths ``lens`` laid end to end."""
     ends = list(accumulate(lens))
@@ -1016,8 +1082,12 @@ class _Held(dict[int, dict[int, list[int]]]):
         filled: list[list[int]],
         fill_order: list[int] | None,
         fill_runs: list[Counter[int]] | None,
+        holders: tuple[list[set[int]], list[int]] | None = None,
     ) -> None:
         super().__init__()
+        # Nobody owned anything and nothing was hinted: per topic in fill order, the set of
+        # members the fill gave partitions of it to, and who holds each id (see _FilledIds).
+        self._holders = holders
         self.members = len(filled)
         self._layout = layout
         self._owned = owned
@@ -1063,6 +1133,12 @@ class _Held(dict[int, dict[int, list[int]]]):
         return list(map(ks.__getitem__, starts)), list(map(sub, ends, starts))
 
     def __missing__(self, i: int) -> dict[int, list[int]]:
+        if self._holders is not None and self._fill_order is not None:
+            sets, filled_by = self._holders
+            topics = compress(self._fill_order, map(set.__contains__, sets, repeat(i)))
+            made = _FilledIds(topics, filled_by, self._layout, i)
+            self[i] = made
+            return made
         mine = self._owned.ids(i)
         given = self._filled[i]
         topics, lens = self._runs(i, given)
@@ -1091,21 +1167,27 @@ def _fresh_plan(
     order, so each member's dict comes out sorted."""
     members = len(member_ids)
     ready: list[dict[str, tuple[int, ...]]] = [{} for _ in member_ids]
+    numbers = layout.numbers
     for name, start, count in zip(layout.topics, layout.offsets, layout.counts, strict=True):
-        holders = holder[start : start + count]
-        # The topic's partitions ordered by holder (stable: ascending within each), cut where
-        # the holder changes.
-        order = sorted(range(count), key=holders.__getitem__)
-        who = list(map(holders.__getitem__, order))
-        starts = [0, *compress(range(1, count), map(ne, islice(who, 1, None), who))]
-        parts = tuple(order)
-        ends = [*starts[1:], count]
-        if who[0] < 0:  # nobody holds these (sorted first): skip them
-            del starts[0], ends[0]
-        # ready[i][name] = the cut of each holder i, in C.
-        mine = map(parts.__getitem__, map(slice, starts, ends))
-        readies = map(ready.__getitem__, map(who.__getitem__, starts))
-        deque(map(dict.__setitem__, readies, repeat(name), mine), 0)
+        # The topic's partitions per holder, ascending, gathered in C: one list per holder,
+        # in the order the holders first appear (each member's dict gets one entry per topic,
+        # so that order does not matter).
+        mine: defaultdict[int, list[int]] = defaultdict(list)
+        deque(
+            map(list.append, map(mine.__getitem__, holder[start : start + count]), numbers[:count]),
+            0,
+        )
+        mine.pop(-1, None)  # nobody holds these
+        # ready[i][name] = tuple(its partitions), in C.
+        deque(
+            map(
+                dict.__setitem__,
+                map(ready.__getitem__, mine),
+                repeat(name),
+                map(tuple, mine.values()),
+            ),
+            0,
+        )
     unassigned = holder.count(-1)
     if not claimed:  # nothing to withhold: the plan needs no ids, only how many moved
         nothing: list[list[int]] = [[] for _ in member_ids]
@@ -1167,7 +1249,7 @@ def _free_ids(owner_of: list[int], start: int, count: int) -> list[int]:
     return list(compress(range(start, start + count), map((0).__gt__, part)))
 
 
-def _water_fill(free: list[int], subscribers: list[int], load: list[int]) -> list[int]:
+def _water_fill(free: Sequence[int], subscribers: list[int], load: list[int]) -> list[int]:
     """Who gets each of ``free``, handed out one at a time to the least loaded of
     ``subscribers`` (lowest index on ties), as popping a heap of ``(load, member)`` would;
     ``load`` is raised accordingly.
@@ -1407,7 +1489,22 @@ def _general(
     record = pairs > 0 and sum(compress(counts, subs)) >= 1.5 * pairs
     fill_order: list[int] | None = [] if record else None
     fill_runs: list[Counter[int]] | None = [] if record else None
-    for k in sorted(range(ntopics), key=lambda k: (len(subs[k]), k)):
+    by_level = sorted(range(ntopics), key=lambda k: (len(subs[k]), k))
+    if not hinted and not any(owned.loads):
+        # Nobody owned anything: every partition is free, and a member's ids are found in
+        # filled_by when a move needs them (_FilledIds), so the fill builds no list per member.
+        fill_order = []
+        holder_sets: list[set[int]] = []
+        for k in by_level:
+            if subs[k]:
+                start = offsets[k]
+                receivers = _water_fill(range(start, start + counts[k]), subs[k], load)
+                filled_by[start : start + counts[k]] = receivers
+                fill_order.append(k)
+                holder_sets.append(set(receivers))
+        held = _Held(layout, owned, fills, fill_order, None, (holder_sets, filled_by))
+        by_level = []  # filled
+    for k in by_level:
         if not subs[k]:
             continue
         free = owned.free(k)
@@ -1442,7 +1539,8 @@ def _general(
             fill_runs.append(Counter(given + receivers if given else receivers))
     # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
     # moving are the newly given ones. Grouped only when the rebalance touches the member.
-    held = _Held(layout, owned, fills, fill_order, fill_runs)
+    if fill_order is None or by_level:
+        held = _Held(layout, owned, fills, fill_order, fill_runs)
     # Partitions held that the member did not own: so far, all it was given.
     fresh_count = list(map(sub, load, owned.loads))
 
@@ -1464,12 +1562,14 @@ def _general(
         touched.add(src)
         touched.add(dst)
         ids = held[src][k]
+        # Taken before filled_by changes (a _FilledIds list is made from it).
+        into = held[dst].setdefault(k, [])
         moving = ids[len(ids) - n :]
         deque(map(filled_by.__setitem__, moving, repeat(dst)), 0)  # who holds what, for the end
         del ids[len(ids) - n :]
         if not ids:
             del held[src][k]
-        held[dst].setdefault(k, []).extend(moving)
+        into.extend(moving)
         least_finder.moved(src, load[src], load[src] - n)
         least_finder.moved(dst, load[dst], load[dst] + n)
         load[src] -= n
