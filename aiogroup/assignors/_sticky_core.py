@@ -1082,11 +1082,13 @@ class _Held(dict[int, dict[int, list[int]]]):
         filled: list[list[int]],
         fill_order: list[int] | None,
         fill_runs: list[Counter[int]] | None,
-        holders: tuple[list[set[int]], list[int]] | None = None,
+        holders: tuple[bytearray | list[set[int]], list[int]] | None = None,
     ) -> None:
         super().__init__()
-        # Nobody owned anything and nothing was hinted: per topic in fill order, the set of
-        # members the fill gave partitions of it to, and who holds each id (see _FilledIds).
+        # Nobody owned anything and nothing was hinted: who the fill gave partitions of each
+        # topic to (per topic in fill order, a row of one byte per member, 1 for a receiver,
+        # laid end to end; or, when that would take more memory than the partitions, a set
+        # of receivers), and who holds each id (see _FilledIds).
         self._holders = holders
         self.members = len(filled)
         self._layout = layout
@@ -1134,8 +1136,11 @@ class _Held(dict[int, dict[int, list[int]]]):
 
     def __missing__(self, i: int) -> dict[int, list[int]]:
         if self._holders is not None and self._fill_order is not None:
-            sets, filled_by = self._holders
-            topics = compress(self._fill_order, map(set.__contains__, sets, repeat(i)))
+            marks, filled_by = self._holders
+            if isinstance(marks, bytearray):  # member i's column: one C-level slice
+                topics = compress(self._fill_order, marks[i :: self.members])
+            else:
+                topics = compress(self._fill_order, map(set.__contains__, marks, repeat(i)))
             made = _FilledIds(topics, filled_by, self._layout, i)
             self[i] = made
             return made
@@ -1302,7 +1307,17 @@ class _LeastLoaded:
     O(members).
     """
 
-    __slots__ = ("_at", "_bits", "_levels", "_members", "_near_of", "_same", "_subs", "_topics_of")
+    __slots__ = (
+        "_at",
+        "_bits",
+        "_everyone",
+        "_levels",
+        "_members",
+        "_near_of",
+        "_same",
+        "_subs",
+        "_topics_of",
+    )
 
     def __init__(
         self, members: int, subs: list[list[int]], load: list[int], topics_of: list[list[int]]
@@ -1312,6 +1327,7 @@ class _LeastLoaded:
         self._topics_of = topics_of
         # Per member, the members it shares a topic with (built on first use).
         self._near_of = [-1] * members
+        self._everyone = (1 << members) - 1
         self._same: dict[int, list[int]] = {}
         for i, ks in enumerate(topics_of):
             self._same.setdefault(id(ks), []).append(i)
@@ -1335,10 +1351,17 @@ class _LeastLoaded:
         near = self._near_of[a]
         if near < 0:
             bits = self._bits
-            for k in self._topics_of[a]:
-                if bits[k] < 0:
-                    self._subscribers(k)
-            near = reduce(or_, map(bits.__getitem__, self._topics_of[a]), 0)
+            # The topics' subscribers OR-ed in chunks: with overlapping subscriptions a few
+            # topics already cover every member, and nothing can be added after that.
+            ks = self._topics_of[a]
+            near = 0
+            for lo in range(0, len(ks), 16):
+                chunk = list(map(bits.__getitem__, ks[lo : lo + 16]))
+                if -1 in chunk:  # not all built yet
+                    chunk = list(map(self._subscribers, ks[lo : lo + 16]))
+                near = reduce(or_, chunk, near)
+                if near == self._everyone:
+                    break
             # Members with the same subscription share one list of topics: share the result.
             for b in self._same[id(self._topics_of[a])]:
                 self._near_of[b] = near
@@ -1494,15 +1517,21 @@ def _general(
         # Nobody owned anything: every partition is free, and a member's ids are found in
         # filled_by when a move needs them (_FilledIds), so the fill builds no list per member.
         fill_order = []
-        holder_sets: list[set[int]] = []
-        for k in by_level:
-            if subs[k]:
-                start = offsets[k]
-                receivers = _water_fill(range(start, start + counts[k]), subs[k], load)
-                filled_by[start : start + counts[k]] = receivers
-                fill_order.append(k)
-                holder_sets.append(set(receivers))
-        held = _Held(layout, owned, fills, fill_order, None, (holder_sets, filled_by))
+        filling = [k for k in by_level if subs[k]]
+        marks: bytearray | list[set[int]]
+        marks = bytearray() if members * len(filling) <= 8 * layout.total + (1 << 20) else []
+        for k in filling:
+            start = offsets[k]
+            receivers = _water_fill(range(start, start + counts[k]), subs[k], load)
+            filled_by[start : start + counts[k]] = receivers
+            fill_order.append(k)
+            if isinstance(marks, bytearray):
+                row = bytearray(members)
+                deque(map(row.__setitem__, receivers, repeat(1)), 0)
+                marks += row
+            else:
+                marks.append(set(receivers))
+        held = _Held(layout, owned, fills, fill_order, None, (marks, filled_by))
         by_level = []  # filled
     for k in by_level:
         if not subs[k]:
@@ -1552,6 +1581,9 @@ def _general(
     # least[k]: cached least_of(k), -1 if unknown. Kept up to date per move instead of
     # recomputed, so a check costs O(topics held).
     least = [-1] * ntopics
+    # rank[i]: (load, member) of member i as one int, load * members + i, which orders as the
+    # pair does; kept up to date by move.
+    rank = list(map(add, map(members.__mul__, load), range(members)))
 
     # Owned partitions currently away from their owner: original owner, and holder.
     origin: dict[int, int] = {}
@@ -1592,11 +1624,11 @@ def _general(
         if dst in cached:
             for j in compress(range(len(its)), map(dst.__eq__, cached)):
                 least[its[j]] = -1
+        rank[src] = load[src] * members + src
+        rank[dst] = load[dst] * members + dst
         its = topics_of[src]
         cached = list(map(least.__getitem__, its))
-        beaten = map(
-            gt, zip(map(load.__getitem__, cached), cached, strict=True), repeat((load[src], src))
-        )
+        beaten = map(rank[src].__lt__, map(rank.__getitem__, cached))
         for j in compress(range(len(its)), beaten):
             if cached[j] >= 0:
                 least[its[j]] = src
