@@ -1171,7 +1171,14 @@ def _fresh_plan(
     topic, where a topic's holders sit side by side in ``holder`` (and so in memory), in topic
     order, so each member's dict comes out sorted."""
     members = len(member_ids)
+    # The plan is made first, its assignments after. The cyclic collector, paused during the
+    # assignment (gc_paused), then walks the young objects once, in the order they were made:
+    # meeting the plan (which the caller holds) first, it knows every dict and tuple after it
+    # is reachable as it comes to them. Made last, the plan would be met last, and the whole
+    # output moved to the collector's "unreachable" list and back: three times the work.
+    plan = Plan(layout, member_ids, [], [], claimed)
     ready: list[dict[str, tuple[int, ...]]] = [{} for _ in member_ids]
+    plan.ready = ready
     numbers = layout.numbers
     for name, start, count in zip(layout.topics, layout.offsets, layout.counts, strict=True):
         # The topic's partitions per holder, ascending, gathered in C: one list per holder,
@@ -1196,20 +1203,16 @@ def _fresh_plan(
     unassigned = holder.count(-1)
     if not claimed:  # nothing to withhold: the plan needs no ids, only how many moved
         nothing: list[list[int]] = [[] for _ in member_ids]
-        return Plan(
-            layout,
-            member_ids,
-            nothing,
-            nothing,
-            claimed,
-            ready=ready,
-            moved_count=len(holder) - unassigned,
-        )
+        plan.kept = plan.added = nothing
+        plan.moved_count = len(holder) - unassigned
+        return plan
     # Every id each member was given, ascending (for the cooperative step).
     added: list[list[int]] = [[] for _ in range(members + 1)]  # the last one: nobody's
     deque(map(list.append, map(added.__getitem__, holder), range(len(holder))), 0)
     del added[-1]
-    return Plan(layout, member_ids, [[] for _ in member_ids], added, claimed, ready=ready)
+    plan.kept = [[] for _ in member_ids]
+    plan.added = added
+    return plan
 
 
 def _grouped_held(
