@@ -48,7 +48,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import reduce
 from itertools import accumulate, chain, compress, filterfalse, islice, repeat
-from operator import add, eq, gt, itemgetter, le, lt, ne, or_, sub
+from operator import add, eq, ge, gt, itemgetter, le, lt, mul, ne, or_, setitem, sub
 from typing import Any
 
 from aiogroup.assignors._claims import ClaimIndex, shared_index
@@ -634,23 +634,22 @@ class _OwnedIds:
         self.layout = layout
         owned: list[list[int]] = []
         owner_of = [-1] * layout.total
-        mark = owner_of.__setitem__
         for claim, subs in zip(claims, subscribed, strict=True):
             valid, foreign = _member_ids(layout, claim, subs)
             owned.append(valid)
-            deque(map(mark, foreign, repeat(-2)), 0)
+            deque(map(setitem, repeat(owner_of), foreign, repeat(-2)), 0)
         conflict = False
         for i, ids in enumerate(owned):
             if ids:
                 conflict = conflict or max(map(owner_of.__getitem__, ids)) >= 0
-                deque(map(mark, ids, repeat(i)), 0)
+                deque(map(setitem, repeat(owner_of), ids, repeat(i)), 0)
         before = list(map(len, owned))
         if conflict:
             everything = list(chain.from_iterable(owned))
             _resolve(member_ids, [c.generation for c in claims], owned)
-            deque(map(mark, everything, repeat(-2)), 0)
+            deque(map(setitem, repeat(owner_of), everything, repeat(-2)), 0)
             for i, ids in enumerate(owned):
-                deque(map(mark, ids, repeat(i)), 0)
+                deque(map(setitem, repeat(owner_of), ids, repeat(i)), 0)
         self.owned = owned
         self.owner_of = owner_of
         self.loads = list(map(len, owned))
@@ -751,7 +750,7 @@ class _OwnedClaims:
                 chain.from_iterable(map(repeat, offsets, self._lens[i])),
             )
         )
-        deque(map(self.owner_of.__setitem__, ids, repeat(i)), 0)
+        deque(map(setitem, repeat(self.owner_of), ids, repeat(i)), 0)
         return ids
 
     def free(self, k: int) -> list[int]:
@@ -1193,7 +1192,7 @@ def _fresh_plan(
         # ready[i][name] = tuple(its partitions), in C.
         deque(
             map(
-                dict.__setitem__,
+                setitem,
                 map(ready.__getitem__, mine),
                 repeat(name),
                 map(tuple, mine.values()),
@@ -1254,7 +1253,7 @@ def _free_ids(owner_of: list[int], start: int, count: int) -> list[int]:
                 pass
         out.sort()
         return out
-    return list(compress(range(start, start + count), map((0).__gt__, part)))
+    return list(compress(range(start, start + count), map(gt, repeat(0), part)))
 
 
 def _water_fill(free: Sequence[int], subscribers: list[int], load: list[int]) -> list[int]:
@@ -1294,8 +1293,8 @@ def _water_fill(free: Sequence[int], subscribers: list[int], load: list[int]) ->
             partial = total - len(receivers)
             receivers.extend(active[:partial])
     # Every member that took part is at the level reached, the first ``partial`` one above.
-    deque(map(load.__setitem__, active, repeat(level)), 0)
-    deque(map(load.__setitem__, active[:partial], repeat(level + 1)), 0)
+    deque(map(setitem, repeat(load), active, repeat(level)), 0)
+    deque(map(setitem, repeat(load), active[:partial], repeat(level + 1)), 0)
     return receivers
 
 
@@ -1344,7 +1343,7 @@ class _LeastLoaded:
         bits = self._bits[k]
         if bits < 0:
             flags = bytearray(b"0" * self._members)
-            deque(map(flags.__setitem__, self._subs[k], repeat(ord("1"))), 0)
+            deque(map(setitem, repeat(flags), self._subs[k], repeat(ord("1"))), 0)
             flags.reverse()
             bits = self._bits[k] = int(flags, 2)
         return bits
@@ -1530,7 +1529,7 @@ def _general(
             fill_order.append(k)
             if isinstance(marks, bytearray):
                 row = bytearray(members)
-                deque(map(row.__setitem__, receivers, repeat(1)), 0)
+                deque(map(setitem, repeat(row), receivers, repeat(1)), 0)
                 marks += row
             else:
                 marks.append(set(receivers))
@@ -1563,7 +1562,7 @@ def _general(
         if len(free) == counts[k]:
             filled_by[offsets[k] : offsets[k] + counts[k]] = receivers
         else:
-            deque(map(filled_by.__setitem__, free, receivers), 0)
+            deque(map(setitem, repeat(filled_by), free, receivers), 0)
         # fills[i].append(g) for each partition given, in C.
         deque(map(list.append, map(fills.__getitem__, receivers), free), 0)
         if fill_order is not None and fill_runs is not None:
@@ -1586,7 +1585,7 @@ def _general(
     least = [-1] * ntopics
     # rank[i]: (load, member) of member i as one int, load * members + i, which orders as the
     # pair does; kept up to date by move.
-    rank = list(map(add, map(members.__mul__, load), range(members)))
+    rank = list(map(add, map(mul, load, repeat(members)), range(members)))
 
     # Owned partitions currently away from their owner: original owner, and holder.
     origin: dict[int, int] = {}
@@ -1600,7 +1599,9 @@ def _general(
         # Taken before filled_by changes (a _FilledIds list is made from it).
         into = held[dst].setdefault(k, [])
         moving = ids[len(ids) - n :]
-        deque(map(filled_by.__setitem__, moving, repeat(dst)), 0)  # who holds what, for the end
+        deque(
+            map(setitem, repeat(filled_by), moving, repeat(dst)), 0
+        )  # who holds what, for the end
         del ids[len(ids) - n :]
         if not ids:
             del held[src][k]
@@ -1625,13 +1626,13 @@ def _general(
         its = topics_of[dst]
         cached = list(map(least.__getitem__, its))
         if dst in cached:
-            for j in compress(range(len(its)), map(dst.__eq__, cached)):
+            for j in compress(range(len(its)), map(eq, repeat(dst), cached)):
                 least[its[j]] = -1
         rank[src] = load[src] * members + src
         rank[dst] = load[dst] * members + dst
         its = topics_of[src]
         cached = list(map(least.__getitem__, its))
-        beaten = map(rank[src].__lt__, map(rank.__getitem__, cached))
+        beaten = map(lt, repeat(rank[src]), map(rank.__getitem__, cached))
         for j in compress(range(len(its)), beaten):
             if cached[j] >= 0:
                 least[its[j]] = src
@@ -1793,17 +1794,19 @@ def _general(
                 keys = list(topics_held)
                 bs = list(map(least.__getitem__, keys))
                 if -1 in bs:
-                    for j in compress(range(len(bs)), map((-1).__eq__, bs)):
+                    for j in compress(range(len(bs)), map(eq, repeat(-1), bs)):
                         bs[j] = least[keys[j]] = least_of(keys[j])
                 lbs = list(map(load.__getitem__, bs))
-                takers = list(compress(range(len(lbs)), map((la - 2).__ge__, lbs)))
+                takers = list(compress(range(len(lbs)), map(ge, repeat(la - 2), lbs)))
                 if not takers:
                     exhausted = True
                     break
                 ks = list(map(keys.__getitem__, takers))
                 if owned.loads[a]:  # else nothing a holds is its own: no list needed
                     lasts = map(_last, map(topics_held.__getitem__, ks))
-                    flags: Iterable[int] = map(int, map(a.__eq__, map(owner_of.__getitem__, lasts)))
+                    flags: Iterable[int] = map(
+                        int, map(eq, repeat(a), map(owner_of.__getitem__, lasts))
+                    )
                 else:
                     flags = repeat(0)
                 owned_flag, lb, k = min(zip(flags, map(lbs.__getitem__, takers), ks, strict=False))
