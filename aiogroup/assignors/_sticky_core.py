@@ -1137,10 +1137,10 @@ class _Held(dict[int, dict[int, list[int]]]):
         if self._holders is not None and self._fill_order is not None:
             marks, filled_by = self._holders
             if isinstance(marks, bytearray):  # member i's column: one C-level slice
-                topics = compress(self._fill_order, marks[i :: self.members])
+                got = compress(self._fill_order, marks[i :: self.members])
             else:
-                topics = compress(self._fill_order, map(set.__contains__, marks, repeat(i)))
-            made = _FilledIds(topics, filled_by, self._layout, i)
+                got = compress(self._fill_order, map(set.__contains__, marks, repeat(i)))
+            made = _FilledIds(got, filled_by, self._layout, i)
             self[i] = made
             return made
         mine = self._owned.ids(i)
@@ -1296,6 +1296,36 @@ def _water_fill(free: Sequence[int], subscribers: list[int], load: list[int]) ->
     deque(map(setitem, repeat(load), active, repeat(level)), 0)
     deque(map(setitem, repeat(load), active[:partial], repeat(level + 1)), 0)
     return receivers
+
+
+def _fill_free(
+    layout: Layout,
+    subs: list[list[int]],
+    load: list[int],
+    filled_by: list[int],
+    by_level: list[int],
+) -> tuple[list[int], bytearray | list[set[int]]]:
+    """The fill of a group where nobody owned anything (every partition free, nothing
+    hinted): each topic in ``by_level`` order handed out by :func:`_water_fill`, its holders
+    written to ``filled_by``. Returns the topics filled, in order, and who received
+    partitions of each: a row of one byte per member per topic, laid end to end (member
+    ``i``'s column is then one C-level slice), or a set per topic when the rows would take
+    more memory than eight bytes per partition."""
+    members = len(load)
+    filling = [k for k in by_level if subs[k]]
+    marks: bytearray | list[set[int]]
+    marks = bytearray() if members * len(filling) <= 8 * layout.total + (1 << 20) else []
+    for k in filling:
+        start, count = layout.offsets[k], layout.counts[k]
+        receivers = _water_fill(range(start, start + count), subs[k], load)
+        filled_by[start : start + count] = receivers
+        if isinstance(marks, bytearray):
+            row = bytearray(members)
+            deque(map(setitem, repeat(row), receivers, repeat(1)), 0)
+            marks += row
+        else:
+            marks.append(set(receivers))
+    return filling, marks
 
 
 class _LeastLoaded:
@@ -1504,73 +1534,58 @@ def _general(
     filled_by = [-1] * layout.total
     # What the fill gave each member, in the order given.
     fills: list[list[int]] = [[] for _ in range(members)]
-    # Per topic given out (in fill order), how many partitions each member got (a Counter of
-    # the receivers, so the fill writes nothing per member): noted when topics have two
-    # partitions or more per subscriber on average (each member is then given several of a
-    # topic, and grouping a touched member from these saves a topic lookup per partition);
-    # otherwise members get one partition of a topic or none, few are touched, and looking
-    # their partitions' topics up costs less.
-    pairs = sum(map(len, subs))
-    record = pairs > 0 and sum(compress(counts, subs)) >= 1.5 * pairs
-    fill_order: list[int] | None = [] if record else None
-    fill_runs: list[Counter[int]] | None = [] if record else None
     by_level = sorted(range(ntopics), key=lambda k: (len(subs[k]), k))
     if not hinted and not any(owned.loads):
         # Nobody owned anything: every partition is free, and a member's ids are found in
         # filled_by when a move needs them (_FilledIds), so the fill builds no list per member.
-        fill_order = []
-        filling = [k for k in by_level if subs[k]]
-        marks: bytearray | list[set[int]]
-        marks = bytearray() if members * len(filling) <= 8 * layout.total + (1 << 20) else []
-        for k in filling:
-            start = offsets[k]
-            receivers = _water_fill(range(start, start + counts[k]), subs[k], load)
-            filled_by[start : start + counts[k]] = receivers
-            fill_order.append(k)
-            if isinstance(marks, bytearray):
-                row = bytearray(members)
-                deque(map(setitem, repeat(row), receivers, repeat(1)), 0)
-                marks += row
+        filled, marks = _fill_free(layout, subs, load, filled_by, by_level)
+        held = _Held(layout, owned, fills, filled, None, (marks, filled_by))
+    else:
+        # Per topic given out (in fill order), how many partitions each member got (a Counter of
+        # the receivers, so the fill writes nothing per member): noted when topics have two
+        # partitions or more per subscriber on average (each member is then given several of a
+        # topic, and grouping a touched member from these saves a topic lookup per partition);
+        # otherwise members get one partition of a topic or none, few are touched, and looking
+        # their partitions' topics up costs less.
+        pairs = sum(map(len, subs))
+        record = pairs > 0 and sum(compress(counts, subs)) >= 1.5 * pairs
+        fill_order: list[int] | None = [] if record else None
+        fill_runs: list[Counter[int]] | None = [] if record else None
+        for k in by_level:
+            if not subs[k]:
+                continue
+            free = owned.free(k)
+            given: list[int] = []  # members given a hinted partition of k, one entry each
+            if hinted and free:
+                rest = []
+                name = layout.topics[k]
+                for g in free:
+                    i = hinted.get(g, -1)
+                    if i >= 0 and name in subscribed[i]:
+                        filled_by[g] = i
+                        fills[i].append(g)
+                        given.append(i)
+                        load[i] += 1
+                    else:
+                        rest.append(g)
+                free = rest
+            if not free:
+                if given and fill_order is not None and fill_runs is not None:
+                    fill_order.append(k)
+                    fill_runs.append(Counter(given))
+                continue
+            receivers = _water_fill(free, subs[k], load)
+            if len(free) == counts[k]:
+                filled_by[offsets[k] : offsets[k] + counts[k]] = receivers
             else:
-                marks.append(set(receivers))
-        held = _Held(layout, owned, fills, fill_order, None, (marks, filled_by))
-        by_level = []  # filled
-    for k in by_level:
-        if not subs[k]:
-            continue
-        free = owned.free(k)
-        given: list[int] = []  # members given a hinted partition of k, one entry each
-        if hinted and free:
-            rest = []
-            name = layout.topics[k]
-            for g in free:
-                i = hinted.get(g, -1)
-                if i >= 0 and name in subscribed[i]:
-                    filled_by[g] = i
-                    fills[i].append(g)
-                    given.append(i)
-                    load[i] += 1
-                else:
-                    rest.append(g)
-            free = rest
-        if not free:
-            if given and fill_order is not None and fill_runs is not None:
+                deque(map(setitem, repeat(filled_by), free, receivers), 0)
+            # fills[i].append(g) for each partition given, in C.
+            deque(map(list.append, map(fills.__getitem__, receivers), free), 0)
+            if fill_order is not None and fill_runs is not None:
                 fill_order.append(k)
-                fill_runs.append(Counter(given))
-            continue
-        receivers = _water_fill(free, subs[k], load)
-        if len(free) == counts[k]:
-            filled_by[offsets[k] : offsets[k] + counts[k]] = receivers
-        else:
-            deque(map(setitem, repeat(filled_by), free, receivers), 0)
-        # fills[i].append(g) for each partition given, in C.
-        deque(map(list.append, map(fills.__getitem__, receivers), free), 0)
-        if fill_order is not None and fill_runs is not None:
-            fill_order.append(k)
-            fill_runs.append(Counter(given + receivers if given else receivers))
-    # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
-    # moving are the newly given ones. Grouped only when the rebalance touches the member.
-    if fill_order is None or by_level:
+                fill_runs.append(Counter(given + receivers if given else receivers))
+        # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped
+        # when moving are the newly given ones. Grouped only when the rebalance touches the member.
         held = _Held(layout, owned, fills, fill_order, fill_runs)
     # Partitions held that the member did not own: so far, all it was given.
     fresh_count = list(map(sub, load, owned.loads))
