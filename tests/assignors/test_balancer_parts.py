@@ -8,6 +8,8 @@ must answer exactly as the loop would, or the plan changes:
   sets, and whether a lighter member shares a topic with a donor;
 - ``ClaimIndex`` answers claimed / distinct / regular / within / unclaimed per topic;
 - ``_TopicIds`` behaves as the dict of lists it stands for;
+- the fill of a group where nobody owned anything (``_fill_free``, with ``_FilledIds`` finding
+  a member's partitions only when a move needs them) plans exactly as the general fill does;
 - ``Layout.grouped`` groups ids the same way whatever path it takes, and ``_in_order`` says
   whether a claim is sorted.
 """
@@ -23,6 +25,8 @@ from hypothesis import strategies as st
 from aiogroup.assignors._claims import ClaimIndex
 from aiogroup.assignors._sticky_core import (
     Layout,
+    MemberClaim,
+    balance,
     _in_order,
     _LeastLoaded,
     _TopicIds,
@@ -162,3 +166,29 @@ def test_in_order(claim: dict[str, tuple[int, ...]]) -> None:
         and all(list(ps) == sorted(ps) for ps in clean.values())
     )
     assert _in_order(clean, lens) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 30), min_size=2, max_size=6), st.data())
+def test_a_fresh_group_plans_as_the_general_fill_would(
+    counts: list[int], data: st.DataObject
+) -> None:
+    """Nobody owns anything: the fill that writes nothing per member gives the same plan as
+    the general fill, which a hint forces (a hint for a topic its member does not subscribe
+    to is ignored by that fill, so it changes nothing else)."""
+    ppt = {f"t{k}": n for k, n in enumerate(counts)}
+    names = sorted(ppt)
+    size = data.draw(st.integers(2, 12))
+    subs = [
+        data.draw(st.lists(st.sampled_from(names), min_size=1, unique=True)) for _ in range(size)
+    ]
+    outside = [(m, t) for m, ts in enumerate(subs) for t in names if t not in ts]
+    if not outside:  # everyone on every topic: the uniform path, not this one
+        subs[0] = names[:1]
+        outside = [(0, t) for t in names[1:]]
+    m, topic = data.draw(st.sampled_from(outside))
+    claims = [MemberClaim(f"m{i:02d}", ts) for i, ts in enumerate(subs)]
+    plain = balance(ppt, claims)
+    forced = balance(ppt, claims, hint={(topic, 0): f"m{m:02d}"})
+    assert plain.assignments() == forced.assignments()
+    assert plain.moved() == forced.moved()
