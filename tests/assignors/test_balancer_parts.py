@@ -26,11 +26,11 @@ from aiogroup.assignors._claims import ClaimIndex
 from aiogroup.assignors._sticky_core import (
     Layout,
     MemberClaim,
-    balance,
     _in_order,
     _LeastLoaded,
     _TopicIds,
     _water_fill,
+    balance,
 )
 
 
