@@ -1817,14 +1817,17 @@ def _general(
                     exhausted = True
                     break
                 ks = list(map(keys.__getitem__, takers))
-                if owned.loads[a]:  # else nothing a holds is its own: no list needed
+                if owned.loads[a]:
                     lasts = map(_last, map(topics_held.__getitem__, ks))
-                    flags: Iterable[int] = map(
-                        int, map(eq, repeat(a), map(owner_of.__getitem__, lasts))
+                    flags = map(int, map(eq, repeat(a), map(owner_of.__getitem__, lasts)))
+                    owned_flag, lb, k = min(
+                        zip(flags, map(lbs.__getitem__, takers), ks, strict=True)
                     )
-                else:
-                    flags = repeat(0)
-                owned_flag, lb, k = min(zip(flags, map(lbs.__getitem__, takers), ks, strict=False))
+                else:  # nothing a holds is its own: the least (load of b, topic), no tuples
+                    owned_flag = 0
+                    taken = list(map(lbs.__getitem__, takers))
+                    lb = min(taken)
+                    k = min(compress(ks, map(eq, repeat(lb), taken)))
                 best_b = least[k]
                 changed = True
                 if owned_flag:
