@@ -26,6 +26,7 @@ from aiogroup.assignors._claims import ClaimIndex
 from aiogroup.assignors._sticky_core import (
     Layout,
     MemberClaim,
+    _FillBytes,
     _in_order,
     _LeastLoaded,
     _TopicIds,
@@ -192,3 +193,19 @@ def test_a_fresh_group_plans_as_the_general_fill_would(
     forced = balance(ppt, claims, hint={(topic, 0): f"m{m:02d}"})
     assert plain.assignments() == forced.assignments()
     assert plain.moved() == forced.moved()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([3, 300, 70_000]), st.data())
+def test_fill_bytes_find_what_the_fill_gave(members: int, data: st.DataObject) -> None:
+    """One, two or four bytes per id; a member's bytes may also appear across two ids (the
+    high byte of one and the low byte of the next), which is not a match."""
+    values = [v for v in (0, 1, 2, 255, 256, 257, 65_535, 65_536, members - 1) if v < members]
+    receivers = data.draw(st.lists(st.sampled_from(values), min_size=1, max_size=40))
+    fill = _FillBytes(members, len(receivers) + 5)
+    fill.write(5, receivers)
+    for i in set(receivers):
+        start = data.draw(st.integers(5, 5 + len(receivers)))
+        end = data.draw(st.integers(start, 5 + len(receivers)))
+        want = [5 + j for j, r in enumerate(receivers) if r == i and start <= 5 + j < end]
+        assert fill.given(i, start, end) == want
