@@ -942,12 +942,42 @@ def _free_in_pt_order(layout: Layout, index: ClaimIndex, dropped: list[int]) -> 
     return [offsets[key % ntopics] + key // ntopics for key in keys]
 
 
-class _TopicIds(dict[int, list[int]]):
+class _LazyLists(dict[int, list[int]]):
+    """A dict of lists (``held[i]``) whose lists are made only when asked for: a subclass
+    stores a marker as a topic's value and turns it into the list in :meth:`_made`. Reads and
+    writes behave as on a dict of lists; ``items()`` and ``values()`` make every list first."""
+
+    __slots__ = ()
+
+    def _made(self, k: int) -> list[int]:
+        raise NotImplementedError
+
+    def __getitem__(self, k: int) -> list[int]:
+        return self._made(k)
+
+    def get(self, k: int, default: Any = None) -> Any:
+        return self._made(k) if k in self else default
+
+    def setdefault(self, k: int, default: Any = None) -> Any:
+        if k in self:
+            return self._made(k)
+        dict.__setitem__(self, k, default)
+        return default
+
+    def items(self) -> Any:
+        for k in list(self):
+            self._made(k)
+        return dict.items(self)
+
+    def values(self) -> Any:
+        return dict(self.items()).values()
+
+
+class _TopicIds(_LazyLists):
     """``held[i]`` of a member that owns nothing: the topics the fill gave it, in the order
     given, each topic's ids put in a list only when asked for (a scan of this member looks at
     a few topics; making 250 lists for it would cost more than the scan). ``given`` holds one
-    run of ids per topic: ``lens[j]`` ids of topic ``topics[j]``. Reads and writes behave as
-    on a dict of lists; ``items()`` and ``values()`` make every list first.
+    run of ids per topic: ``lens[j]`` ids of topic ``topics[j]``.
 
     Until its list is made, a topic's value is the position ``j`` of its run (an int), so the
     dict is the one lookup table: nothing per topic is built before a topic is asked for."""
@@ -969,26 +999,6 @@ class _TopicIds(dict[int, list[int]]):
             ids = self._given[ends[ids] - self._lens[ids] : ends[ids]]
             dict.__setitem__(self, k, ids)
         return ids  # type: ignore[return-value]
-
-    def __getitem__(self, k: int) -> list[int]:
-        return self._made(k)
-
-    def get(self, k: int, default: Any = None) -> Any:
-        return self._made(k) if k in self else default
-
-    def setdefault(self, k: int, default: Any = None) -> Any:
-        if k in self:
-            return self._made(k)
-        dict.__setitem__(self, k, default)
-        return default
-
-    def items(self) -> Any:
-        for k in list(self):
-            self._made(k)
-        return dict.items(self)
-
-    def values(self) -> Any:
-        return dict(self.items()).values()
 
     def ids(self) -> list[int]:
         """Every id held, without making the lists not made yet: first the runs not made (in
@@ -1037,7 +1047,7 @@ class _FillBytes:
         return out
 
 
-class _FilledIds(dict[int, list[int]]):
+class _FilledIds(_LazyLists):
     """``held[i]`` of a member in a group where nobody owned anything and nothing was hinted:
     the topics the fill gave it partitions of, in fill order, each topic's ids looked up in
     what the fill wrote (:class:`_FillBytes`) only when asked for (the fill writes nothing
@@ -1064,26 +1074,6 @@ class _FilledIds(dict[int, list[int]]):
             dict.__setitem__(self, k, ids)
         return ids
 
-    def __getitem__(self, k: int) -> list[int]:
-        return self._made(k)
-
-    def get(self, k: int, default: Any = None) -> Any:
-        return self._made(k) if k in self else default
-
-    def setdefault(self, k: int, default: Any = None) -> Any:
-        if k in self:
-            return self._made(k)
-        dict.__setitem__(self, k, default)
-        return default
-
-    def items(self) -> Any:
-        for k in list(self):
-            self._made(k)
-        return dict.items(self)
-
-    def values(self) -> Any:
-        return dict(self.items()).values()
-
 
 def _slices(lens: list[int]) -> Iterator[slice]:
     """The slices of runs of lengths ``lens`` laid end to end."""
@@ -1099,7 +1089,8 @@ class _Held(dict[int, dict[int, list[int]]]):
     order the fill went through the topics; the fill notes, per topic in ``fill_order``, how
     many each member got in ``fill_runs``). That is the dict, in the order, that the fill
     would have built as it went; but a member the rebalance never touches (most of them, once
-    a group is balanced) is never grouped at all.
+    a group is balanced) is never grouped at all. In a group where nobody owned anything
+    (``holders`` given, see :func:`_fill_free`), a member's entry is a :class:`_FilledIds`.
     """
 
     def __init__(
