@@ -41,14 +41,15 @@ from __future__ import annotations
 import gc
 import heapq
 import logging
+from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import reduce
 from itertools import accumulate, chain, compress, filterfalse, islice, repeat
-from operator import add, eq, gt, itemgetter, le, lt, ne, or_, sub
+from operator import add, eq, ge, gt, itemgetter, le, lt, mul, ne, or_, setitem, sub
 from typing import Any
 
 from aiogroup.assignors._claims import ClaimIndex, last_index, shared_index
@@ -100,6 +101,7 @@ class Layout:
 
     __slots__ = (
         "_index_of",
+        "_numbers",
         "_part_of",
         "_single_of",
         "_singletons",
@@ -128,6 +130,7 @@ class Layout:
         self._single_of: list[tuple[int]] | None = None
         self._part_of: list[int] | None = None
         self._singletons: list[tuple[int]] | None = None
+        self._numbers: list[int] | None = None
 
     @classmethod
     def of(cls, partitions_per_topic: Mapping[str, int]) -> Layout:
@@ -167,6 +170,14 @@ class Layout:
         if self._part_of is None:
             self._part_of = list(chain.from_iterable(map(range, self.counts)))
         return self._part_of
+
+    @property
+    def numbers(self) -> list[int]:
+        """``[0, 1, ..., max count - 1]``: partition numbers as shared int objects (a range
+        would make a new object for each number above 256, each time)."""
+        if self._numbers is None:
+            self._numbers = list(range(max(self.counts, default=0)))
+        return self._numbers
 
     @property
     def singletons(self) -> list[tuple[int]]:
@@ -641,23 +652,22 @@ class _OwnedIds:
         self.layout = layout
         owned: list[list[int]] = []
         owner_of = [-1] * layout.total
-        mark = owner_of.__setitem__
         for claim, subs in zip(claims, subscribed, strict=True):
             valid, foreign = _member_ids(layout, claim, subs)
             owned.append(valid)
-            deque(map(mark, foreign, repeat(-2)), 0)
+            deque(map(setitem, repeat(owner_of), foreign, repeat(-2)), 0)
         conflict = False
         for i, ids in enumerate(owned):
             if ids:
                 conflict = conflict or max(map(owner_of.__getitem__, ids)) >= 0
-                deque(map(mark, ids, repeat(i)), 0)
+                deque(map(setitem, repeat(owner_of), ids, repeat(i)), 0)
         before = list(map(len, owned))
         if conflict:
             everything = list(chain.from_iterable(owned))
             _resolve(member_ids, [c.generation for c in claims], owned)
-            deque(map(mark, everything, repeat(-2)), 0)
+            deque(map(setitem, repeat(owner_of), everything, repeat(-2)), 0)
             for i, ids in enumerate(owned):
-                deque(map(mark, ids, repeat(i)), 0)
+                deque(map(setitem, repeat(owner_of), ids, repeat(i)), 0)
         self.owned = owned
         self.owner_of = owner_of
         self.loads = list(map(len, owned))
@@ -781,7 +791,7 @@ class _OwnedClaims:
                 chain.from_iterable(map(repeat, offsets, self._lens[i])),
             )
         )
-        deque(map(self.owner_of.__setitem__, ids, repeat(i)), 0)
+        deque(map(setitem, repeat(self.owner_of), ids, repeat(i)), 0)
         return ids
 
     def free(self, k: int) -> list[int]:
@@ -967,12 +977,42 @@ def _free_in_pt_order(layout: Layout, index: ClaimIndex, dropped: list[int]) -> 
     return [offsets[key % ntopics] + key // ntopics for key in keys]
 
 
-class _TopicIds(dict[int, list[int]]):
+class _LazyLists(dict[int, list[int]]):
+    """A dict of lists (``held[i]``) whose lists are made only when asked for: a subclass
+    stores a marker as a topic's value and turns it into the list in :meth:`_made`. Reads and
+    writes behave as on a dict of lists; ``items()`` and ``values()`` make every list first."""
+
+    __slots__ = ()
+
+    def _made(self, k: int) -> list[int]:
+        raise NotImplementedError
+
+    def __getitem__(self, k: int) -> list[int]:
+        return self._made(k)
+
+    def get(self, k: int, default: Any = None) -> Any:
+        return self._made(k) if k in self else default
+
+    def setdefault(self, k: int, default: Any = None) -> Any:
+        if k in self:
+            return self._made(k)
+        dict.__setitem__(self, k, default)
+        return default
+
+    def items(self) -> Any:
+        for k in list(self):
+            self._made(k)
+        return dict.items(self)
+
+    def values(self) -> Any:
+        return dict(self.items()).values()
+
+
+class _TopicIds(_LazyLists):
     """``held[i]`` of a member that owns nothing: the topics the fill gave it, in the order
     given, each topic's ids put in a list only when asked for (a scan of this member looks at
     a few topics; making 250 lists for it would cost more than the scan). ``given`` holds one
-    run of ids per topic: ``lens[j]`` ids of topic ``topics[j]``. Reads and writes behave as
-    on a dict of lists; ``items()`` and ``values()`` make every list first.
+    run of ids per topic: ``lens[j]`` ids of topic ``topics[j]``.
 
     Until its list is made, a topic's value is the position ``j`` of its run (an int), so the
     dict is the one lookup table: nothing per topic is built before a topic is asked for."""
@@ -995,26 +1035,6 @@ class _TopicIds(dict[int, list[int]]):
             dict.__setitem__(self, k, ids)
         return ids  # type: ignore[return-value]
 
-    def __getitem__(self, k: int) -> list[int]:
-        return self._made(k)
-
-    def get(self, k: int, default: Any = None) -> Any:
-        return self._made(k) if k in self else default
-
-    def setdefault(self, k: int, default: Any = None) -> Any:
-        if k in self:
-            return self._made(k)
-        dict.__setitem__(self, k, default)
-        return default
-
-    def items(self) -> Any:
-        for k in list(self):
-            self._made(k)
-        return dict.items(self)
-
-    def values(self) -> Any:
-        return dict(self.items()).values()
-
     def ids(self) -> list[int]:
         """Every id held, without making the lists not made yet: first the runs not made (in
         the order given), then the lists."""
@@ -1025,6 +1045,69 @@ class _TopicIds(dict[int, list[int]]):
         ends = list(accumulate(lens))
         cuts = (slice(ends[j] - lens[j], ends[j]) for j in waiting)
         return [*chain.from_iterable(map(given.__getitem__, cuts)), *chain.from_iterable(made)]
+
+
+class _FillBytes:
+    """Who the fill gave each id to, as fixed-width machine integers laid end to end (one
+    ``array`` item per id), so the ids a member was given in a topic are found with
+    ``bytearray.find`` (C-level, a few bytes a nanosecond) instead of comparing every id's
+    holder as a Python int. Written once per topic by the fill; moves do not change it (see
+    :class:`_FilledIds`)."""
+
+    __slots__ = ("code", "data", "width")
+
+    def __init__(self, members: int, total: int) -> None:
+        self.code = "B" if members <= 0xFF else "H" if members <= 0xFFFF else "I"
+        self.width = array(self.code).itemsize
+        self.data = bytearray(self.width * total)
+
+    def write(self, start: int, receivers: list[int]) -> None:
+        """The fill gave id ``start + j`` to ``receivers[j]``."""
+        self.data[start * self.width : (start + len(receivers)) * self.width] = array(
+            self.code, receivers
+        )
+
+    def given(self, i: int, start: int, end: int) -> list[int]:
+        """The ids ``start .. end - 1`` the fill gave member ``i``, ascending."""
+        w = self.width
+        needle = array(self.code, (i,)).tobytes()
+        find, out = self.data.find, []
+        at = find(needle, start * w, end * w)
+        while at >= 0:
+            if at % w:  # a match across two ids' bytes: look again one byte on
+                at = find(needle, at + 1, end * w)
+                continue
+            out.append(at // w)
+            at = find(needle, at + w, end * w)
+        return out
+
+
+class _FilledIds(_LazyLists):
+    """``held[i]`` of a member in a group where nobody owned anything and nothing was hinted:
+    the topics the fill gave it partitions of, in fill order, each topic's ids looked up in
+    what the fill wrote (:class:`_FillBytes`) only when asked for (the fill writes nothing
+    per member).
+
+    Until its list is made, a topic's value is ``None``. A list is made before any partition
+    of its topic moves to or from this member (see ``move`` in :func:`_general`), so until
+    then the member holds exactly what the fill gave it of that topic, ascending: the order
+    the fill gave them in."""
+
+    __slots__ = ("_fill", "_i", "_layout")
+
+    def __init__(self, topics: Iterable[int], fill: _FillBytes, layout: Layout, i: int) -> None:
+        super().__init__(dict.fromkeys(topics))  # type: ignore[arg-type]
+        self._fill = fill
+        self._layout = layout
+        self._i = i
+
+    def _made(self, k: int) -> list[int]:
+        ids: list[int] | None = dict.__getitem__(self, k)
+        if ids is None:
+            start = self._layout.offsets[k]
+            ids = self._fill.given(self._i, start, start + self._layout.counts[k])
+            dict.__setitem__(self, k, ids)
+        return ids
 
 
 def _slices(lens: list[int]) -> Iterator[slice]:
@@ -1041,7 +1124,8 @@ class _Held(dict[int, dict[int, list[int]]]):
     order the fill went through the topics; the fill notes, per topic in ``fill_order``, how
     many each member got in ``fill_runs``). That is the dict, in the order, that the fill
     would have built as it went; but a member the rebalance never touches (most of them, once
-    a group is balanced) is never grouped at all.
+    a group is balanced) is never grouped at all. In a group where nobody owned anything
+    (``holders`` given, see :func:`_fill_free`), a member's entry is a :class:`_FilledIds`.
     """
 
     def __init__(
@@ -1051,8 +1135,14 @@ class _Held(dict[int, dict[int, list[int]]]):
         filled: list[list[int]],
         fill_order: list[int] | None,
         fill_runs: list[Counter[int]] | None,
+        holders: tuple[bytearray | list[set[int]], _FillBytes] | None = None,
     ) -> None:
         super().__init__()
+        # Nobody owned anything and nothing was hinted: who the fill gave partitions of each
+        # topic to (per topic in fill order, a row of one byte per member, 1 for a receiver,
+        # laid end to end; or, when that would take more memory than the partitions, a set
+        # of receivers), and who holds each id (see _FilledIds).
+        self._holders = holders
         self.members = len(filled)
         self._layout = layout
         self._owned = owned
@@ -1098,6 +1188,15 @@ class _Held(dict[int, dict[int, list[int]]]):
         return list(map(ks.__getitem__, starts)), list(map(sub, ends, starts))
 
     def __missing__(self, i: int) -> dict[int, list[int]]:
+        if self._holders is not None and self._fill_order is not None:
+            marks, fill = self._holders
+            if isinstance(marks, bytearray):  # member i's column: one C-level slice
+                got = compress(self._fill_order, marks[i :: self.members])
+            else:
+                got = compress(self._fill_order, map(set.__contains__, marks, repeat(i)))
+            made = _FilledIds(got, fill, self._layout, i)
+            self[i] = made
+            return made
         mine = self._owned.ids(i)
         given = self._filled[i]
         topics, lens = self._runs(i, given)
@@ -1125,39 +1224,48 @@ def _fresh_plan(
     topic, where a topic's holders sit side by side in ``holder`` (and so in memory), in topic
     order, so each member's dict comes out sorted."""
     members = len(member_ids)
+    # The plan is made first, its assignments after. The cyclic collector, paused during the
+    # assignment (gc_paused), then walks the young objects once, in the order they were made:
+    # meeting the plan (which the caller holds) first, it knows every dict and tuple after it
+    # is reachable as it comes to them. Made last, the plan would be met last, and the whole
+    # output moved to the collector's "unreachable" list and back: three times the work.
+    plan = Plan(layout, member_ids, [], [], claimed)
     ready: list[dict[str, tuple[int, ...]]] = [{} for _ in member_ids]
+    plan.ready = ready
+    numbers = layout.numbers
     for name, start, count in zip(layout.topics, layout.offsets, layout.counts, strict=True):
-        holders = holder[start : start + count]
-        # The topic's partitions ordered by holder (stable: ascending within each), cut where
-        # the holder changes.
-        order = sorted(range(count), key=holders.__getitem__)
-        who = list(map(holders.__getitem__, order))
-        starts = [0, *compress(range(1, count), map(ne, islice(who, 1, None), who))]
-        parts = tuple(order)
-        ends = [*starts[1:], count]
-        if who[0] < 0:  # nobody holds these (sorted first): skip them
-            del starts[0], ends[0]
-        # ready[i][name] = the cut of each holder i, in C.
-        mine = map(parts.__getitem__, map(slice, starts, ends))
-        readies = map(ready.__getitem__, map(who.__getitem__, starts))
-        deque(map(dict.__setitem__, readies, repeat(name), mine), 0)
+        # The topic's partitions per holder, ascending, gathered in C: one list per holder,
+        # in the order the holders first appear (each member's dict gets one entry per topic,
+        # so that order does not matter).
+        mine: defaultdict[int, list[int]] = defaultdict(list)
+        deque(
+            map(list.append, map(mine.__getitem__, holder[start : start + count]), numbers[:count]),
+            0,
+        )
+        mine.pop(-1, None)  # nobody holds these
+        # ready[i][name] = tuple(its partitions), in C.
+        deque(
+            map(
+                setitem,
+                map(ready.__getitem__, mine),
+                repeat(name),
+                map(tuple, mine.values()),
+            ),
+            0,
+        )
     unassigned = holder.count(-1)
     if not claimed:  # nothing to withhold: the plan needs no ids, only how many moved
         nothing: list[list[int]] = [[] for _ in member_ids]
-        return Plan(
-            layout,
-            member_ids,
-            nothing,
-            nothing,
-            claimed,
-            ready=ready,
-            moved_count=len(holder) - unassigned,
-        )
+        plan.kept = plan.added = nothing
+        plan.moved_count = len(holder) - unassigned
+        return plan
     # Every id each member was given, ascending (for the cooperative step).
     added: list[list[int]] = [[] for _ in range(members + 1)]  # the last one: nobody's
     deque(map(list.append, map(added.__getitem__, holder), range(len(holder))), 0)
     del added[-1]
-    return Plan(layout, member_ids, [[] for _ in member_ids], added, claimed, ready=ready)
+    plan.kept = [[] for _ in member_ids]
+    plan.added = added
+    return plan
 
 
 def _grouped_held(
@@ -1199,10 +1307,10 @@ def _free_ids(owner_of: list[int], start: int, count: int) -> list[int]:
                 pass
         out.sort()
         return out
-    return list(compress(range(start, start + count), map((0).__gt__, part)))
+    return list(compress(range(start, start + count), map(gt, repeat(0), part)))
 
 
-def _water_fill(free: list[int], subscribers: list[int], load: list[int]) -> list[int]:
+def _water_fill(free: Sequence[int], subscribers: list[int], load: list[int]) -> list[int]:
     """Who gets each of ``free``, handed out one at a time to the least loaded of
     ``subscribers`` (lowest index on ties), as popping a heap of ``(load, member)`` would;
     ``load`` is raised accordingly.
@@ -1239,9 +1347,43 @@ def _water_fill(free: list[int], subscribers: list[int], load: list[int]) -> lis
             partial = total - len(receivers)
             receivers.extend(active[:partial])
     # Every member that took part is at the level reached, the first ``partial`` one above.
-    deque(map(load.__setitem__, active, repeat(level)), 0)
-    deque(map(load.__setitem__, active[:partial], repeat(level + 1)), 0)
+    deque(map(setitem, repeat(load), active, repeat(level)), 0)
+    deque(map(setitem, repeat(load), active[:partial], repeat(level + 1)), 0)
     return receivers
+
+
+def _fill_free(
+    layout: Layout,
+    subs: list[list[int]],
+    load: list[int],
+    filled_by: list[int],
+    by_level: list[int],
+) -> tuple[list[int], bytearray | list[set[int]], _FillBytes]:
+    """The fill of a group where nobody owned anything (every partition free, nothing
+    hinted): each topic in ``by_level`` order handed out by :func:`_water_fill`, its holders
+    written to ``filled_by`` and to a :class:`_FillBytes`.
+
+    Returns the topics filled, in order; who received partitions of each (a row of one byte
+    per member per topic, laid end to end, so that member ``i``'s column is one C-level
+    slice; or a set per topic when the rows would take more memory than eight bytes per
+    partition); and the :class:`_FillBytes`."""
+    members = len(load)
+    filling = [k for k in by_level if subs[k]]
+    marks: bytearray | list[set[int]]
+    marks = bytearray() if members * len(filling) <= 8 * layout.total + (1 << 20) else []
+    fill = _FillBytes(members, layout.total)
+    for k in filling:
+        start, count = layout.offsets[k], layout.counts[k]
+        receivers = _water_fill(range(start, start + count), subs[k], load)
+        filled_by[start : start + count] = receivers
+        fill.write(start, receivers)
+        if isinstance(marks, bytearray):
+            row = bytearray(members)
+            deque(map(setitem, repeat(row), receivers, repeat(1)), 0)
+            marks += row
+        else:
+            marks.append(set(receivers))
+    return filling, marks, fill
 
 
 class _LeastLoaded:
@@ -1255,7 +1397,17 @@ class _LeastLoaded:
     O(members).
     """
 
-    __slots__ = ("_at", "_bits", "_levels", "_members", "_near_of", "_same", "_subs", "_topics_of")
+    __slots__ = (
+        "_at",
+        "_bits",
+        "_everyone",
+        "_levels",
+        "_members",
+        "_near_of",
+        "_same",
+        "_subs",
+        "_topics_of",
+    )
 
     def __init__(
         self, members: int, subs: list[list[int]], load: list[int], topics_of: list[list[int]]
@@ -1265,6 +1417,7 @@ class _LeastLoaded:
         self._topics_of = topics_of
         # Per member, the members it shares a topic with (built on first use).
         self._near_of = [-1] * members
+        self._everyone = (1 << members) - 1
         self._same: dict[int, list[int]] = {}
         for i, ks in enumerate(topics_of):
             self._same.setdefault(id(ks), []).append(i)
@@ -1278,7 +1431,7 @@ class _LeastLoaded:
         bits = self._bits[k]
         if bits < 0:
             flags = bytearray(b"0" * self._members)
-            deque(map(flags.__setitem__, self._subs[k], repeat(ord("1"))), 0)
+            deque(map(setitem, repeat(flags), self._subs[k], repeat(ord("1"))), 0)
             flags.reverse()
             bits = self._bits[k] = int(flags, 2)
         return bits
@@ -1288,10 +1441,17 @@ class _LeastLoaded:
         near = self._near_of[a]
         if near < 0:
             bits = self._bits
-            for k in self._topics_of[a]:
-                if bits[k] < 0:
-                    self._subscribers(k)
-            near = reduce(or_, map(bits.__getitem__, self._topics_of[a]), 0)
+            # The topics' subscribers OR-ed in chunks: with overlapping subscriptions a few
+            # topics already cover every member, and nothing can be added after that.
+            ks = self._topics_of[a]
+            near = 0
+            for lo in range(0, len(ks), 16):
+                chunk = list(map(bits.__getitem__, ks[lo : lo + 16]))
+                if -1 in chunk:  # not all built yet
+                    chunk = list(map(self._subscribers, ks[lo : lo + 16]))
+                near = reduce(or_, chunk, near)
+                if near == self._everyone:
+                    break
             # Members with the same subscription share one list of topics: share the result.
             for b in self._same[id(self._topics_of[a])]:
                 self._near_of[b] = near
@@ -1432,52 +1592,59 @@ def _general(
     filled_by = [-1] * layout.total
     # What the fill gave each member, in the order given.
     fills: list[list[int]] = [[] for _ in range(members)]
-    # Per topic given out (in fill order), how many partitions each member got (a Counter of
-    # the receivers, so the fill writes nothing per member): noted when topics have two
-    # partitions or more per subscriber on average (each member is then given several of a
-    # topic, and grouping a touched member from these saves a topic lookup per partition);
-    # otherwise members get one partition of a topic or none, few are touched, and looking
-    # their partitions' topics up costs less.
-    pairs = sum(map(len, subs))
-    record = pairs > 0 and sum(compress(counts, subs)) >= 1.5 * pairs
-    fill_order: list[int] | None = [] if record else None
-    fill_runs: list[Counter[int]] | None = [] if record else None
-    for k in sorted(range(ntopics), key=lambda k: (len(subs[k]), k)):
-        if not subs[k]:
-            continue
-        free = owned.free(k)
-        given: list[int] = []  # members given a hinted partition of k, one entry each
-        if hinted and free:
-            rest = []
-            name = layout.topics[k]
-            for g in free:
-                i = hinted.get(g, -1)
-                if i >= 0 and name in subscribed[i]:
-                    filled_by[g] = i
-                    fills[i].append(g)
-                    given.append(i)
-                    load[i] += 1
-                else:
-                    rest.append(g)
-            free = rest
-        if not free:
-            if given and fill_order is not None and fill_runs is not None:
+    by_level = sorted(range(ntopics), key=lambda k: (len(subs[k]), k))
+    if not hinted and not any(owned.loads):
+        # Nobody owned anything: every partition is free, and a member's ids are found in
+        # filled_by when a move needs them (_FilledIds), so the fill builds no list per member.
+        filled, marks, fill = _fill_free(layout, subs, load, filled_by, by_level)
+        held = _Held(layout, owned, fills, filled, None, (marks, fill))
+    else:
+        # Per topic given out (in fill order), how many partitions each member got (a Counter of
+        # the receivers, so the fill writes nothing per member): noted when topics have two
+        # partitions or more per subscriber on average (each member is then given several of a
+        # topic, and grouping a touched member from these saves a topic lookup per partition);
+        # otherwise members get one partition of a topic or none, few are touched, and looking
+        # their partitions' topics up costs less.
+        pairs = sum(map(len, subs))
+        record = pairs > 0 and sum(compress(counts, subs)) >= 1.5 * pairs
+        fill_order: list[int] | None = [] if record else None
+        fill_runs: list[Counter[int]] | None = [] if record else None
+        for k in by_level:
+            if not subs[k]:
+                continue
+            free = owned.free(k)
+            given: list[int] = []  # members given a hinted partition of k, one entry each
+            if hinted and free:
+                rest = []
+                name = layout.topics[k]
+                for g in free:
+                    i = hinted.get(g, -1)
+                    if i >= 0 and name in subscribed[i]:
+                        filled_by[g] = i
+                        fills[i].append(g)
+                        given.append(i)
+                        load[i] += 1
+                    else:
+                        rest.append(g)
+                free = rest
+            if not free:
+                if given and fill_order is not None and fill_runs is not None:
+                    fill_order.append(k)
+                    fill_runs.append(Counter(given))
+                continue
+            receivers = _water_fill(free, subs[k], load)
+            if len(free) == counts[k]:
+                filled_by[offsets[k] : offsets[k] + counts[k]] = receivers
+            else:
+                deque(map(setitem, repeat(filled_by), free, receivers), 0)
+            # fills[i].append(g) for each partition given, in C.
+            deque(map(list.append, map(fills.__getitem__, receivers), free), 0)
+            if fill_order is not None and fill_runs is not None:
                 fill_order.append(k)
-                fill_runs.append(Counter(given))
-            continue
-        receivers = _water_fill(free, subs[k], load)
-        if len(free) == counts[k]:
-            filled_by[offsets[k] : offsets[k] + counts[k]] = receivers
-        else:
-            deque(map(filled_by.__setitem__, free, receivers), 0)
-        # fills[i].append(g) for each partition given, in C.
-        deque(map(list.append, map(fills.__getitem__, receivers), free), 0)
-        if fill_order is not None and fill_runs is not None:
-            fill_order.append(k)
-            fill_runs.append(Counter(given + receivers if given else receivers))
-    # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped when
-    # moving are the newly given ones. Grouped only when the rebalance touches the member.
-    held = _Held(layout, owned, fills, fill_order, fill_runs)
+                fill_runs.append(Counter(given + receivers if given else receivers))
+        # held[i][k]: the ids of topic k member i holds; owned ones first, so the ones popped
+        # when moving are the newly given ones. Grouped only when the rebalance touches the member.
+        held = _Held(layout, owned, fills, fill_order, fill_runs)
     # Partitions held that the member did not own: so far, all it was given.
     fresh_count = list(map(sub, load, owned.loads))
 
@@ -1489,6 +1656,9 @@ def _general(
     # least[k]: cached least_of(k), -1 if unknown. Kept up to date per move instead of
     # recomputed, so a check costs O(topics held).
     least = [-1] * ntopics
+    # rank[i]: (load, member) of member i as one int, load * members + i, which orders as the
+    # pair does; kept up to date by move.
+    rank = list(map(add, map(mul, load, repeat(members)), range(members)))
 
     # Owned partitions currently away from their owner: original owner, and holder.
     origin: dict[int, int] = {}
@@ -1499,12 +1669,16 @@ def _general(
         touched.add(src)
         touched.add(dst)
         ids = held[src][k]
+        # Taken before filled_by changes (a _FilledIds list is made from it).
+        into = held[dst].setdefault(k, [])
         moving = ids[len(ids) - n :]
-        deque(map(filled_by.__setitem__, moving, repeat(dst)), 0)  # who holds what, for the end
+        deque(
+            map(setitem, repeat(filled_by), moving, repeat(dst)), 0
+        )  # who holds what, for the end
         del ids[len(ids) - n :]
         if not ids:
             del held[src][k]
-        held[dst].setdefault(k, []).extend(moving)
+        into.extend(moving)
         least_finder.moved(src, load[src], load[src] - n)
         least_finder.moved(dst, load[dst], load[dst] + n)
         load[src] -= n
@@ -1525,13 +1699,13 @@ def _general(
         its = topics_of[dst]
         cached = list(map(least.__getitem__, its))
         if dst in cached:
-            for j in compress(range(len(its)), map(dst.__eq__, cached)):
+            for j in compress(range(len(its)), map(eq, repeat(dst), cached)):
                 least[its[j]] = -1
+        rank[src] = load[src] * members + src
+        rank[dst] = load[dst] * members + dst
         its = topics_of[src]
         cached = list(map(least.__getitem__, its))
-        beaten = map(
-            gt, zip(map(load.__getitem__, cached), cached, strict=True), repeat((load[src], src))
-        )
+        beaten = map(lt, repeat(rank[src]), map(rank.__getitem__, cached))
         for j in compress(range(len(its)), beaten):
             if cached[j] >= 0:
                 least[its[j]] = src
@@ -1693,20 +1867,25 @@ def _general(
                 keys = list(topics_held)
                 bs = list(map(least.__getitem__, keys))
                 if -1 in bs:
-                    for j in compress(range(len(bs)), map((-1).__eq__, bs)):
+                    for j in compress(range(len(bs)), map(eq, repeat(-1), bs)):
                         bs[j] = least[keys[j]] = least_of(keys[j])
                 lbs = list(map(load.__getitem__, bs))
-                takers = list(compress(range(len(lbs)), map((la - 2).__ge__, lbs)))
+                takers = list(compress(range(len(lbs)), map(ge, repeat(la - 2), lbs)))
                 if not takers:
                     exhausted = True
                     break
                 ks = list(map(keys.__getitem__, takers))
-                if owned.loads[a]:  # else nothing a holds is its own: no list needed
+                if owned.loads[a]:
                     lasts = map(_last, map(topics_held.__getitem__, ks))
-                    flags: Iterable[int] = map(int, map(a.__eq__, map(owner_of.__getitem__, lasts)))
-                else:
-                    flags = repeat(0)
-                owned_flag, lb, k = min(zip(flags, map(lbs.__getitem__, takers), ks, strict=False))
+                    flags = map(int, map(eq, repeat(a), map(owner_of.__getitem__, lasts)))
+                    owned_flag, lb, k = min(
+                        zip(flags, map(lbs.__getitem__, takers), ks, strict=True)
+                    )
+                else:  # nothing a holds is its own: the least (load of b, topic), no tuples
+                    owned_flag = 0
+                    taken = list(map(lbs.__getitem__, takers))
+                    lb = min(taken)
+                    k = min(compress(ks, map(eq, repeat(lb), taken)))
                 best_b = least[k]
                 changed = True
                 if owned_flag:

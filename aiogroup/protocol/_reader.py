@@ -37,7 +37,8 @@ from __future__ import annotations
 import operator
 import struct
 from collections.abc import Callable, Iterable, Sequence
-from itertools import accumulate, chain, compress
+from itertools import accumulate, chain, compress, repeat
+from operator import mul, ne
 from typing import Any
 
 from aiogroup.errors import InvalidFieldError, TruncatedError
@@ -543,7 +544,7 @@ def _pack_by_topics(mapping: dict[Any, Any]) -> bytes | None:
             return pack(
                 n, *chain.from_iterable(zip(heads, chain.from_iterable(values), strict=True))
             )
-        several = list(compress(range(n), map((1).__ne__, counts)))
+        several = list(compress(range(n), map(ne, repeat(1), counts)))
         if len(several) * 8 < n:
             # A few topics with other counts: write one partition per topic (the first, or 0),
             # then put each of those topics' real bytes in place, last first.
@@ -563,7 +564,7 @@ def _pack_by_topics(mapping: dict[Any, Any]) -> bytes | None:
         if max(counts) > 1:
             values = list(map(sorted, values))
         body = _ARRAY_PACK[sum(counts)](*chain.from_iterable(values))
-        ends = list(accumulate(map((4).__mul__, counts)))
+        ends = list(accumulate(map(mul, counts, repeat(4))))
         pieces = map(body.__getitem__, map(slice, chain((0,), ends), ends))
         heads_n = map(_CountedHeaders.__getitem__, layout.headers, counts)
         return pack_i32(n) + b"".join(chain.from_iterable(zip(heads_n, pieces, strict=True)))

@@ -8,6 +8,8 @@ must answer exactly as the loop would, or the plan changes:
   sets, and whether a lighter member shares a topic with a donor;
 - ``ClaimIndex`` answers claimed / distinct / regular / within / plain / unclaimed per topic;
 - ``_TopicIds`` behaves as the dict of lists it stands for;
+- the fill of a group where nobody owned anything (``_fill_free``, with ``_FilledIds`` finding
+  a member's partitions only when a move needs them) plans exactly as the general fill does;
 - ``Layout.grouped`` groups ids the same way whatever path it takes, and ``_in_order`` says
   whether a claim is sorted.
 """
@@ -23,10 +25,13 @@ from hypothesis import strategies as st
 from aiogroup.assignors._claims import ClaimIndex
 from aiogroup.assignors._sticky_core import (
     Layout,
+    MemberClaim,
+    _FillBytes,
     _in_order,
     _LeastLoaded,
     _TopicIds,
     _water_fill,
+    balance,
 )
 
 
@@ -201,3 +206,45 @@ def test_in_order_with_tuples_longer_than_a_byte() -> None:
     assert not _in_order({"a": long, "b": (3, 9, 5)}, [300, 3])
     assert not _in_order({"a": (*long[:-2], 299, 298), "b": (3, 5, 9)}, [300, 3])
     assert not _in_order({"a": (3, 9, 5), "b": (1,)}, [3, 1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 30), min_size=2, max_size=6), st.data())
+def test_a_fresh_group_plans_as_the_general_fill_would(
+    counts: list[int], data: st.DataObject
+) -> None:
+    """Nobody owns anything: the fill that writes nothing per member gives the same plan as
+    the general fill, which a hint forces (a hint for a topic its member does not subscribe
+    to is ignored by that fill, so it changes nothing else)."""
+    ppt = {f"t{k}": n for k, n in enumerate(counts)}
+    names = sorted(ppt)
+    size = data.draw(st.integers(2, 12))
+    subs = [
+        data.draw(st.lists(st.sampled_from(names), min_size=1, unique=True)) for _ in range(size)
+    ]
+    outside = [(m, t) for m, ts in enumerate(subs) for t in names if t not in ts]
+    if not outside:  # everyone on every topic: the uniform path, not this one
+        subs[0] = names[:1]
+        outside = [(0, t) for t in names[1:]]
+    m, topic = data.draw(st.sampled_from(outside))
+    claims = [MemberClaim(f"m{i:02d}", ts) for i, ts in enumerate(subs)]
+    plain = balance(ppt, claims)
+    forced = balance(ppt, claims, hint={(topic, 0): f"m{m:02d}"})
+    assert plain.assignments() == forced.assignments()
+    assert plain.moved() == forced.moved()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([3, 300, 70_000]), st.data())
+def test_fill_bytes_find_what_the_fill_gave(members: int, data: st.DataObject) -> None:
+    """One, two or four bytes per id; a member's bytes may also appear across two ids (the
+    high byte of one and the low byte of the next), which is not a match."""
+    values = [v for v in (0, 1, 2, 255, 256, 257, 65_535, 65_536, members - 1) if v < members]
+    receivers = data.draw(st.lists(st.sampled_from(values), min_size=1, max_size=40))
+    fill = _FillBytes(members, len(receivers) + 5)
+    fill.write(5, receivers)
+    for i in set(receivers):
+        start = data.draw(st.integers(5, 5 + len(receivers)))
+        end = data.draw(st.integers(start, 5 + len(receivers)))
+        want = [5 + j for j, r in enumerate(receivers) if r == i and start <= 5 + j < end]
+        assert fill.given(i, start, end) == want

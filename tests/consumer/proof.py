@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tests.integration.harness import Peer, ownership
+from tests.integration.harness import Peer, ownership, read_events
 
 PROC = Path(__file__).with_name("consumer_proc.py")
 
@@ -67,12 +67,10 @@ def start(
 
 
 def events(members: Iterable[Member]) -> list[Event]:
+    """Every member's events so far, by time (whole lines only: see ``read_events``)."""
     out: list[Event] = []
     for m in members:
-        if m.log.exists():
-            for line in m.log.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    out.append(json.loads(line))
+        out.extend(read_events(m.log))
     out.sort(key=lambda e: e["t"])
     return out
 

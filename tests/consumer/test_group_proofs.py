@@ -188,3 +188,17 @@ async def test_mixed_group_with_librdkafka_and_kafka_python(
     evs = g.events()
     problems = proof.concurrency_problems(evs)
     assert not problems, problems[:10]
+
+
+def test_a_line_still_being_written_is_not_read(tmp_path: Path) -> None:
+    """A member writes a long line in pieces; the proof reads whole lines only, and reads the
+    line once it is whole (CI once failed here, with a JSONDecodeError mid-run)."""
+    log = tmp_path / "m1.jsonl"
+    whole = '{"t": 1.0, "who": "m1", "event": "assigned", "partitions": []}\n'
+    log.write_text(whole + '{"t": 2.0, "who": "m1", "event": "records", "recor', encoding="utf-8")
+    member = proof.Member.__new__(proof.Member)
+    member.log = log
+    assert [e["event"] for e in proof.events([member])] == ["assigned"]
+    with log.open("a", encoding="utf-8") as f:
+        f.write('ds": []}\n')
+    assert [e["event"] for e in proof.events([member])] == ["assigned", "records"]

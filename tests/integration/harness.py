@@ -55,12 +55,13 @@ def wait_until(
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
+    """A member's JSON-lines log, by time. Only whole lines: the member may be writing as we
+    read, and a long line (a batch of records) reaches the file in pieces."""
     if not path.exists():
         return []
-    events = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            events.append(json.loads(line))
+    text = path.read_text(encoding="utf-8")
+    whole = text[: text.rfind("\n") + 1]
+    events = [json.loads(line) for line in whole.splitlines() if line.strip()]
     events.sort(key=lambda e: e["t"])
     return events
 
