@@ -1352,6 +1352,12 @@ def _water_fill(free: Sequence[int], subscribers: list[int], load: list[int]) ->
     return receivers
 
 
+#: The byte rows of :func:`_fill_free` are used while they take at most this many bytes per
+#: partition, plus the allowance below; otherwise a set per topic.
+_ROW_BYTES_PER_PARTITION = 8
+_ROW_BYTES_ANYWAY = 1 << 20
+
+
 def _fill_free(
     layout: Layout,
     subs: list[list[int]],
@@ -1370,7 +1376,8 @@ def _fill_free(
     members = len(load)
     filling = [k for k in by_level if subs[k]]
     marks: bytearray | list[set[int]]
-    marks = bytearray() if members * len(filling) <= 8 * layout.total + (1 << 20) else []
+    rows = members * len(filling) <= _ROW_BYTES_PER_PARTITION * layout.total + _ROW_BYTES_ANYWAY
+    marks = bytearray() if rows else []
     fill = _FillBytes(members, layout.total)
     for k in filling:
         start, count = layout.offsets[k], layout.counts[k]
@@ -1588,14 +1595,14 @@ def _general(
     load = list(owned.loads)
 
     # Fill: the most constrained topics first, each partition to the least loaded subscriber.
-    # filled_by[g]: the member the fill gave id g to; filled: those ids, in the order given.
+    # filled_by[g]: the member holding id g (the fill's choice, then kept up to date by moves).
     filled_by = [-1] * layout.total
     # What the fill gave each member, in the order given.
     fills: list[list[int]] = [[] for _ in range(members)]
     by_level = sorted(range(ntopics), key=lambda k: (len(subs[k]), k))
     if not hinted and not any(owned.loads):
-        # Nobody owned anything: every partition is free, and a member's ids are found in
-        # filled_by when a move needs them (_FilledIds), so the fill builds no list per member.
+        # Nobody owned anything: every partition is free, and a member's ids are found in what
+        # the fill wrote when a move needs them (_FilledIds): no list per member is built.
         filled, marks, fill = _fill_free(layout, subs, load, filled_by, by_level)
         held = _Held(layout, owned, fills, filled, None, (marks, fill))
     else:

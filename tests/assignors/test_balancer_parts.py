@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import heapq
 from itertools import chain
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aiogroup.assignors import _sticky_core
 from aiogroup.assignors._claims import ClaimIndex
 from aiogroup.assignors._sticky_core import (
     Layout,
@@ -209,13 +211,14 @@ def test_in_order_with_tuples_longer_than_a_byte() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.integers(1, 30), min_size=2, max_size=6), st.data())
+@given(st.lists(st.integers(1, 30), min_size=2, max_size=6), st.booleans(), st.data())
 def test_a_fresh_group_plans_as_the_general_fill_would(
-    counts: list[int], data: st.DataObject
+    counts: list[int], rows: bool, data: st.DataObject
 ) -> None:
     """Nobody owns anything: the fill that writes nothing per member gives the same plan as
     the general fill, which a hint forces (a hint for a topic its member does not subscribe
-    to is ignored by that fill, so it changes nothing else)."""
+    to is ignored by that fill, so it changes nothing else). Both ways of noting who received
+    partitions of a topic: byte rows, and the sets used when rows would take too much memory."""
     ppt = {f"t{k}": n for k, n in enumerate(counts)}
     names = sorted(ppt)
     size = data.draw(st.integers(2, 12))
@@ -228,7 +231,11 @@ def test_a_fresh_group_plans_as_the_general_fill_would(
         outside = [(0, t) for t in names[1:]]
     m, topic = data.draw(st.sampled_from(outside))
     claims = [MemberClaim(f"m{i:02d}", ts) for i, ts in enumerate(subs)]
-    plain = balance(ppt, claims)
+    per, anyway = (
+        (_sticky_core._ROW_BYTES_PER_PARTITION, _sticky_core._ROW_BYTES_ANYWAY) if rows else (0, 0)
+    )
+    with patch.multiple(_sticky_core, _ROW_BYTES_PER_PARTITION=per, _ROW_BYTES_ANYWAY=anyway):
+        plain = balance(ppt, claims)
     forced = balance(ppt, claims, hint={(topic, 0): f"m{m:02d}"})
     assert plain.assignments() == forced.assignments()
     assert plain.moved() == forced.moved()
