@@ -180,6 +180,12 @@ class GroupDescription:
     def stable(self) -> bool:
         return self.state == "Stable"
 
+    @property
+    def exists(self) -> bool:
+        """False for a group the coordinator does not know: Kafka describes an unknown group
+        id as Dead with no members (a misspelt id reads the same)."""
+        return bool(self.members) or self.state != "Dead"
+
     #: The broker sent each member's assignment in place of its metadata (KAFKA-9150).
     metadata_is_assignment: bool = False
 
@@ -410,11 +416,20 @@ def assess(
     held_before = held_before or {}
     known_modes = known_modes or {}
     reasons: list[str] = []
-    if not group.members:
+    if not group.exists:
         return Assessment(
-            Step.EMPTY, Verdict.SAFE if group.state in ("Empty", "Dead") else Verdict.WAIT,
-            () if group.state in ("Empty", "Dead") else (f"the group is {group.state}",),
-            "nothing to bounce: no member is in the group", {},
+            Step.EMPTY, Verdict.UNKNOWN,
+            (f"group {group.group_id!r} does not exist: the coordinator describes it as "
+             f"{group.state} with no members",),
+            "check the group id (and that the bootstrap servers are the group's cluster)", {},
+        )
+    if not group.members:
+        # Never safe: a bounced member that has not come back leaves nobody consuming.
+        missing = f" of {expected_members}" if expected_members else ""
+        return Assessment(
+            Step.EMPTY, Verdict.WAIT,
+            (f"0{missing} members: nobody is consuming (the group is {group.state})",),
+            "wait until the members have joined before bouncing the next one", {},
         )
     if not group.stable:
         return Assessment(

@@ -39,6 +39,12 @@ from aiogroup.errors import AiogroupError, ConfigurationError
 __all__ = ["client_options", "main", "render_describe", "snapshot_json"]
 
 USAGE = "aiogroup group {describe,watch} GROUP --bootstrap HOST:PORT [options]"
+#: Exit status when the coordinator does not know the group (Dead with no members).
+EXIT_NO_GROUP = 3
+EXIT_CODES = (
+    "exit status: 0 done (watch: --until reached); 1 watch --timeout passed first; "
+    "2 usage or connection error; 3 the group does not exist (a misspelt group id?)"
+)
 PASSWORD_ENV = "AIOGROUP_SASL_PASSWORD"
 _STEP_NAMES = [s.value for s in Step if s not in (Step.UNKNOWN,)]
 
@@ -47,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="aiogroup group",
         description="Describe or watch a consumer group (read-only: it never joins the group).",
+        epilog=EXIT_CODES,
     )
     sub = p.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
@@ -274,6 +281,13 @@ def _tp_list(partitions: frozenset[Any] | None) -> list[list[Any]] | None:
 # --------------------------------------------------------------------------- watch
 
 
+def _missing_text(group: GroupDescription) -> str:
+    return (
+        f"group {group.group_id!r} does not exist on {group.coordinator or 'the coordinator'} "
+        f"(described as {group.state} with no members): check the group id; not safe to bounce"
+    )
+
+
 def _summary_line(group: GroupDescription, a: Assessment, watch: GroupWatch) -> str:
     expected = watch.expected_members or watch.largest
     members = f"{len(group.members)}/{expected} members" if expected else \
@@ -351,6 +365,10 @@ async def watch(
                       file=out, flush=True)
         else:
             errors = 0
+            if not group.exists:
+                print(f"{time.strftime('%H:%M:%S')}  {_missing_text(group)}", file=out,
+                      flush=True)
+                return EXIT_NO_GROUP
             before = state.last
             a = state.observe(group)
             fp = _fingerprint(group, a)
@@ -401,7 +419,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
                 print(json.dumps(snapshot_json(group, a), indent=2), file=out)
             else:
                 print(render_describe(group, a), file=out)
-            return 0
+            return 0 if group.exists else EXIT_NO_GROUP
         return await watch(
             inspector,
             out=out,

@@ -32,7 +32,11 @@ from typing import Any, Literal
 from aiogroup.assignors.base import PartitionAssignor
 from aiogroup.client.member import GroupMember, MemberClosedError
 from aiogroup.client.options import aiokafka_client_options, check_options, parameter_names
-from aiogroup.consumer.errors import ConsumerStoppedError, PollIntervalExceededError
+from aiogroup.consumer.errors import (
+    ConsumerStoppedError,
+    NoOffsetForPartitionError,
+    PollIntervalExceededError,
+)
 from aiogroup.consumer.fetcher import Fetcher
 from aiogroup.consumer.records import ConsumerRecord, Deserializer
 from aiogroup.consumer.state import ConsumerState, FetchConfig
@@ -101,6 +105,9 @@ class _Hooks:
     async def on_partitions_revoked(self, partitions: Partitions) -> None:
         consumer = self._consumer
         consumer._state.stop(partitions)  # KAFKA-14196: nothing more of them, from now
+        # Still owned until the callback returns (KIP-429): position, commit, committed and
+        # seek work for them inside it, during close() and hand_off() too.
+        consumer._revoking = partitions
         try:
             if consumer._auto_commit:
                 # Java revokes inside poll(), once the records of the previous poll are
@@ -110,6 +117,7 @@ class _Hooks:
                 await consumer._commit_quietly(partitions, "before revoking")
             await self._user("on_partitions_revoked", partitions)
         finally:
+            consumer._revoking = frozenset()
             consumer._state.remove(partitions)
 
     async def on_partitions_lost(self, partitions: Partitions) -> None:
@@ -264,6 +272,8 @@ class Consumer:
         self._in_hand: dict[TopicPartition, int] = {}
         self._released: asyncio.Future[None] | None = None
         self._unyielded = 0
+        #: Partitions whose ``on_partitions_revoked`` is running: no longer read, still owned.
+        self._revoking: Partitions = frozenset()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -480,14 +490,16 @@ class Consumer:
         application stopped polling; :class:`~aiogroup.errors.PartitionNotAssignedError` for
         offsets of a partition not assigned to this consumer, as aiokafka refuses them).
         """
-        self._ensure_open()
-        self._raise_errors()
         if offsets is None:
+            self._ensure_open(self._revoking or None)
+            self._raise_errors()
             self._release()  # committing what was consumed: it is processed
-            assignment = self._member.assignment
-            to_commit = {tp: o for tp, o in self._state.positions().items() if tp in assignment}
+            owned = self._member.assignment | self._revoking
+            to_commit = {tp: o for tp, o in self._state.positions().items() if tp in owned}
         else:
             to_commit = {tp: _offset_of(tp, value) for tp, value in offsets.items()}
+            self._ensure_open(to_commit)
+            self._raise_errors()
         if not to_commit:
             return
         try:
@@ -502,7 +514,7 @@ class Consumer:
 
     async def committed(self, partition: TopicPartition) -> int | None:
         """The committed offset of ``partition`` (None if nothing is committed)."""
-        self._ensure_open()
+        self._ensure_open((partition,))
         result = await self._member.committed([partition])
         return result.get(partition)
 
@@ -514,23 +526,41 @@ class Consumer:
     async def position(self, partition: TopicPartition) -> int:
         """The offset of the next record to be returned for ``partition`` (waits until the
         position is known: committed offset or ``auto_offset_reset``)."""
-        self._ensure_open()
+        self._ensure_open((partition,))
         while True:
             self._raise_errors()
             st = self._state.get(partition)
-            if st is None or st.stopped:
+            if st is None or (st.stopped and partition not in self._revoking):
                 raise LocalProtocolError(f"{partition} is not assigned to this consumer")
             if st.error is not None and st.reset == "none":
                 raise st.error
             position = self._state.position(partition)
             if position is not None:
                 return position
+            if st.stopped:  # revoking: nothing fetches it any more, so look it up here
+                return await self._stopped_position(partition)
             await self._wait_for_data(self._request_timeout)
 
+    async def _stopped_position(self, partition: TopicPartition) -> int:
+        """The position of a partition being revoked before any was known: the committed
+        offset, else what ``auto_offset_reset`` gives (kept, so a commit can use it)."""
+        committed = (await self._member.committed([partition])).get(partition)
+        if committed is not None:
+            offset = committed
+        else:
+            reset = self._state.config.auto_offset_reset
+            if reset == "none":
+                raise NoOffsetForPartitionError(partition)
+            listed = await self._list_offsets({partition: -2 if reset == "earliest" else -1})
+            offset = listed[partition].offset
+        self._state.seek(partition, offset, stopped=True)
+        return offset
+
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        """Read ``partition`` from ``offset`` on (buffered records are dropped)."""
+        """Read ``partition`` from ``offset`` on (buffered records are dropped). Inside
+        ``on_partitions_revoked`` it moves what a commit of the position commits."""
         self._checked(partition)
-        self._state.seek(partition, offset)
+        self._state.seek(partition, offset, stopped=partition in self._revoking)
         self._in_hand.pop(partition, None)
         self._fetcher.wake()
 
@@ -573,8 +603,9 @@ class Consumer:
     def _checked(self, partition: TopicPartition) -> TopicPartition:
         if not isinstance(partition, tuple) or len(partition) != 2:
             raise TypeError("partitions must be TopicPartition instances")
+        self._ensure_open((partition,))
         st = self._state.get(partition)
-        if st is None or st.stopped:
+        if st is None or (st.stopped and partition not in self._revoking):
             raise LocalProtocolError(f"{partition} is not assigned to this consumer")
         return partition
 
@@ -623,7 +654,7 @@ class Consumer:
     async def _list_offsets(
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, ListedOffset]:
-        self._ensure_open()
+        self._ensure_open(timestamps)
         plane = self._fetcher._plane
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._request_timeout
@@ -850,8 +881,12 @@ class Consumer:
 
     # ------------------------------------------------------------------ helpers
 
-    def _ensure_open(self) -> None:
-        if self._closed:
+    def _ensure_open(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Refuse calls on a closed consumer, except for ``partitions`` that are all being
+        revoked: a revoke callback that ``close()`` runs may still use them."""
+        if self._closed and not (
+            partitions is not None and self._revoking and self._revoking.issuperset(partitions)
+        ):
             raise ConsumerStoppedError("the consumer is closed")
         if not self._started:
             raise ConsumerStoppedError("the consumer is not started (await start() first)")

@@ -353,8 +353,10 @@ class ConsumerState:
 
     # -- positions --------------------------------------------------------------------------
 
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        st = self._require(tp)
+    def seek(self, tp: TopicPartition, offset: int, *, stopped: bool = False) -> None:
+        """Set the position; ``stopped``: the partition may be one being revoked (its
+        position is what a commit in the revoke callback commits; nothing fetches it)."""
+        st = self._require(tp, stopped=stopped)
         if offset < 0:
             raise ConfigurationError(f"seek offset must be >= 0, not {offset}")
         self._restart(st)
@@ -378,9 +380,9 @@ class ConsumerState:
             if st is not None:
                 st.paused = False
 
-    def _require(self, tp: TopicPartition) -> PartitionState:
+    def _require(self, tp: TopicPartition, *, stopped: bool = False) -> PartitionState:
         st = self._partitions.get(tp)
-        if st is None or st.stopped:
+        if st is None or (st.stopped and not stopped):
             raise LocalProtocolError(f"{tp} is not assigned to this consumer")
         return st
 

@@ -113,9 +113,20 @@ def test_stable_group_without_metadata_is_tansu_and_cannot_be_judged() -> None:
     assert "no member metadata" in render_describe(g, a)
 
 
-def test_empty_group() -> None:
+def test_an_empty_group_is_never_safe() -> None:
     a = assess(group(None, [], state="Empty"))
-    assert a.step is Step.EMPTY and a.safe
+    assert a.step is Step.EMPTY and a.verdict is Verdict.WAIT
+    assert "nobody is consuming" in a.reasons[0]
+    a = assess(group(None, [], state="Empty"), expected_members=3)
+    assert not a.safe and a.reasons[0].startswith("0 of 3 members")
+
+
+def test_an_unknown_group_is_not_safe_and_says_why() -> None:
+    g = group(None, [], state="Dead")
+    assert not g.exists
+    a = assess(g, expected_members=3)
+    assert a.verdict is Verdict.UNKNOWN and "does not exist" in a.reasons[0]
+    assert "check the group id" in a.advice
 
 
 def test_undecodable_bytes_are_reported_per_member_not_raised() -> None:

@@ -271,3 +271,42 @@ async def test_on_tansu_describe_says_there_is_no_member_metadata(
         code, text, err = await _cli("describe", group_id, "--bootstrap", kafka_broker.bootstrap)
     assert code == 0, err
     assert "no member metadata" in text and "next bounce  cannot tell" in text
+
+
+async def test_a_group_that_does_not_exist_is_never_safe(
+    kafka_broker: BrokerHandle,  # noqa: F811
+) -> None:
+    """A misspelt group id: Kafka describes it as Dead with no members. A restart script that
+    waits for ``--until safe`` must stop at once with a non-zero status and the reason."""
+    kafka_broker.require_kafka_semantics("Tansu describes unknown groups its own way")
+    missing = f"no-such-group-{uuid.uuid4().hex[:8]}"
+    code, text, err = await _cli(
+        "watch", missing, "--bootstrap", kafka_broker.bootstrap, "--members", "3",
+        "--until", "safe", "--interval", "0.2", "--timeout", "60",
+    )  # fmt: skip
+    assert code == 3, (text, err)
+    assert "does not exist" in text and "check the group id" in text
+    assert "safe" not in text.replace("not safe", "")
+    code, text, err = await _cli("describe", missing, "--bootstrap", kafka_broker.bootstrap)
+    assert code == 3, (text, err)
+    assert "does not exist" in text
+
+
+async def test_an_empty_group_is_not_safe_while_members_are_missing(
+    kafka_broker: BrokerHandle,  # noqa: F811
+) -> None:
+    """The group exists (a member joined and left) but nobody is in it: never 'safe'."""
+    kafka_broker.require_kafka_semantics("Tansu's group states")
+    topic = f"orders-{uuid.uuid4().hex[:6]}"
+    await _create_topic(kafka_broker.bootstrap, topic, 2)
+    group_id = f"empty-{uuid.uuid4().hex[:8]}"
+    async with GroupMember(kafka_broker.bootstrap, group_id, topics=[topic],
+                           session_timeout_ms=6000, heartbeat_interval_ms=500,
+                           client_id="t1") as member:
+        await member.wait_for_assignment(timeout=60)
+    code, text, err = await _cli(
+        "watch", group_id, "--bootstrap", kafka_broker.bootstrap, "--members", "3",
+        "--until", "safe", "--interval", "0.2", "--timeout", "2",
+    )  # fmt: skip
+    assert code == 1, (text, err)  # timed out: never safe
+    assert "0/3 members" in text and "nobody is consuming" in text
