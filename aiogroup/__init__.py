@@ -12,39 +12,56 @@ from aiogroup._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from aiogroup.client import GroupMember, RebalanceOutcome
+    from aiogroup.config import ConsumerConfig, GroupConfig
     from aiogroup.consumer import Consumer, ConsumerRecord
-    from aiogroup.errors import AiogroupError, CodecError, ConfigurationError, KafkaError
+    from aiogroup.errors import *  # noqa: F403 - every error is importable from here
     from aiogroup.protocol.types import Assignment, Subscription, TopicPartition
 
 __version__ = "0.1.0"
 
+# Every exception of aiogroup.errors, by name (kept in step with it by a test).
+_ERRORS = (
+    "AiogroupError", "AssignorError", "AssignorInputError", "AuthenticationError",
+    "BrokerUnreachableError", "CallbackError", "CodecError", "CommitFailedError",
+    "ConfigurationError", "ConsumerStoppedError", "CoordinatorLoadInProgressError",
+    "CoordinatorNotAvailableError", "CoordinatorUnreachableError", "CorruptRecordError",
+    "FencedInstanceIdError", "GroupAuthorizationFailedError", "IllegalGenerationError",
+    "IllegalSaslStateError", "InconsistentGroupProtocolError", "InvalidFieldError",
+    "KafkaError", "LocalProtocolError", "MemberClosedError", "MemberIdRequiredError",
+    "NoOffsetForPartitionError", "NotCoordinatorError", "NotSubscribedError",
+    "OffsetOutOfRangeError", "PartitionNotAssignedError", "PollIntervalExceededError",
+    "RebalanceCallbackError", "RebalanceInProgressError", "RecordDeserializationError",
+    "RecordError", "RemoteProtocolError", "RetriableError", "SaslAuthenticationError",
+    "SslAuthenticationError", "TopicAuthorizationFailedError", "TruncatedError",
+    "UnknownAssignorError", "UnknownMemberIdError", "UnsupportedApiVersionError",
+    "UnsupportedCodecError", "UnsupportedSaslMechanismError",
+)  # fmt: skip
+
 __all__ = [
-    "AiogroupError",
     "Assignment",
-    "CodecError",
-    "ConfigurationError",
     "Consumer",
+    "ConsumerConfig",
     "ConsumerRecord",
+    "GroupConfig",
     "GroupMember",
-    "KafkaError",
     "RebalanceOutcome",
     "Subscription",
     "TopicPartition",
     "__version__",
+    *_ERRORS,
 ]
 
 _WHERE = {
     "GroupMember": "aiogroup.client",
     "RebalanceOutcome": "aiogroup.client",
+    "ConsumerConfig": "aiogroup.config",
+    "GroupConfig": "aiogroup.config",
     "Consumer": "aiogroup.consumer",
     "ConsumerRecord": "aiogroup.consumer",
-    "AiogroupError": "aiogroup.errors",
-    "CodecError": "aiogroup.errors",
-    "ConfigurationError": "aiogroup.errors",
-    "KafkaError": "aiogroup.errors",
     "Assignment": "aiogroup.protocol.types",
     "Subscription": "aiogroup.protocol.types",
     "TopicPartition": "aiogroup.protocol.types",
+    **dict.fromkeys(_ERRORS, "aiogroup.errors"),
 }
 
 

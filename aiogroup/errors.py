@@ -31,23 +31,58 @@ Only these types escape aiogroup's public calls (plus ``asyncio.CancelledError``
         ├── FencedInstanceIdError    (82)
         ├── InconsistentGroupProtocolError (23)
         ├── CommitFailedError        a commit the group can no longer accept
-        │   └── PartitionNotAssignedError  offsets of a partition this member does not own
+        │   ├── PartitionNotAssignedError  offsets of a partition this member does not own
+        │   └── PollIntervalExceededError  the member left: max_poll_interval_ms passed (KIP-62)
         └── ...                      every other code maps to KafkaError with its code
+
+Besides, by where a user meets them (all importable from here and from ``aiogroup``)::
+
+    AiogroupError
+    ├── ConfigurationError
+    │   ├── UnknownAssignorError        no assignor under that name
+    │   └── UnsupportedApiVersionError  the broker speaks none of the versions we do
+    ├── LocalProtocolError
+    │   └── AssignorInputError          assign() given input no cluster produces
+    ├── CallbackError
+    │   ├── RebalanceCallbackError      a listener callback raised (the first one, KIP-429)
+    │   └── AssignorError               the assignor raised
+    ├── MemberClosedError               the group member is closed (or never started)
+    ├── ConsumerStoppedError            the consumer is closed (or never started)
+    ├── RecordError                     one partition's records at one offset
+    │   ├── CorruptRecordError          (2) bad CRC, truncated or undecodable batch
+    │   ├── RecordDeserializationError  a key/value deserializer raised
+    │   ├── UnsupportedCodecError       snappy/lz4/zstd without cramjam
+    │   └── OffsetOutOfRangeError       (1) outside the log with auto_offset_reset="none"
+    └── KafkaError
+        ├── NoOffsetForPartitionError   nothing committed and auto_offset_reset="none"
+        ├── TopicAuthorizationFailedError (29)
+        └── RetriableError
+            └── BrokerUnreachableError  no broker answered (bootstrap, a node)
+                └── CoordinatorUnreachableError  the group coordinator, once found, did not
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from aiogroup.protocol.types import TopicPartition
 
 __all__ = [
     "AiogroupError",
+    "AssignorError",
+    "AssignorInputError",
     "AuthenticationError",
+    "BrokerUnreachableError",
     "CallbackError",
     "CodecError",
     "CommitFailedError",
     "ConfigurationError",
+    "ConsumerStoppedError",
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
+    "CoordinatorUnreachableError",
+    "CorruptRecordError",
     "FencedInstanceIdError",
     "GroupAuthorizationFailedError",
     "IllegalGenerationError",
@@ -56,17 +91,28 @@ __all__ = [
     "InvalidFieldError",
     "KafkaError",
     "LocalProtocolError",
+    "MemberClosedError",
     "MemberIdRequiredError",
+    "NoOffsetForPartitionError",
     "NotCoordinatorError",
     "NotSubscribedError",
+    "OffsetOutOfRangeError",
     "PartitionNotAssignedError",
+    "PollIntervalExceededError",
+    "RebalanceCallbackError",
     "RebalanceInProgressError",
+    "RecordDeserializationError",
+    "RecordError",
     "RemoteProtocolError",
     "RetriableError",
     "SaslAuthenticationError",
     "SslAuthenticationError",
+    "TopicAuthorizationFailedError",
     "TruncatedError",
+    "UnknownAssignorError",
     "UnknownMemberIdError",
+    "UnsupportedApiVersionError",
+    "UnsupportedCodecError",
     "UnsupportedSaslMechanismError",
     "error_for_code",
 ]
@@ -239,6 +285,128 @@ class PartitionNotAssignedError(CommitFailedError):
     it under the member's current generation and could rewind the new owner's progress (a
     cooperative rebalance moves partitions while the member stays in the group); aiokafka
     refuses the same commit (``IllegalStateError``)."""
+
+
+class PollIntervalExceededError(CommitFailedError):
+    """The application did not ask for records within ``max_poll_interval_ms``, so the member
+    left the group (KIP-62, as Java's consumer does); its partitions were reported lost. The
+    next ``getmany``/``getone`` rejoins."""
+
+
+class BrokerUnreachableError(RetriableError):
+    """No broker answered: the bootstrap servers (check ``bootstrap_servers`` and that the
+    cluster is up), or a broker a request was sent to (connection lost, timeout). Retriable:
+    the client reconnects and retries on its own where it can."""
+
+
+class CoordinatorUnreachableError(BrokerUnreachableError):
+    """The group's coordinator could not be reached (connection lost, timeout); it is looked
+    up again."""
+
+
+class TopicAuthorizationFailedError(KafkaError):
+    """The principal may not read (or describe) the topic: grant it, or subscribe to less."""
+
+    code = 29
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """No committed offset for a partition and ``auto_offset_reset="none"``: ``seek`` to a
+    position, or choose ``"earliest"``/``"latest"``."""
+
+    def __init__(self, partition: TopicPartition) -> None:
+        super().__init__(f"no committed offset for {partition} and auto_offset_reset is 'none'")
+        self.partition = partition
+
+
+class UnsupportedApiVersionError(ConfigurationError):
+    """The broker supports none of the versions of an API that we speak (the message names the
+    API and both ranges): use a broker version aiogroup supports."""
+
+
+class UnknownAssignorError(ConfigurationError):
+    """No assignor is known (or loadable) under the requested name (``name``); the message
+    lists the names that are."""
+
+    def __init__(self, message: str, *, name: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+class AssignorInputError(LocalProtocolError, ValueError):
+    """``assign()`` was given input no cluster can produce (a negative partition count, a
+    ``group_instance_ids`` entry that is not a string, ...)."""
+
+
+class RebalanceCallbackError(CallbackError):
+    """A rebalance listener callback raised; the user's exception is ``__cause__``.
+
+    Only the first exception of a rebalance is reported (KIP-429); the assignment change
+    stands whatever the callbacks did. ``callback`` names the method that raised and
+    ``partitions`` the partitions it was given.
+    """
+
+    def __init__(
+        self, message: str, *, callback: str = "", partitions: frozenset[object] = frozenset()
+    ) -> None:
+        super().__init__(message)
+        self.callback = callback
+        self.partitions = partitions
+
+
+class AssignorError(CallbackError):
+    """The assignor raised in ``assign`` (leader) or ``on_assignment``; the cause is attached."""
+
+
+class MemberClosedError(AiogroupError):
+    """The group member is closed (or was never started): the call cannot be served."""
+
+
+class ConsumerStoppedError(AiogroupError):
+    """The consumer is closed (or was never started: ``await consumer.start()`` or use
+    ``async with``)."""
+
+
+class RecordError(AiogroupError):
+    """Base of errors about one partition's records at one offset (``partition``,
+    ``offset``). The position stays at that offset; other partitions keep flowing."""
+
+    def __init__(self, message: str, *, partition: TopicPartition, offset: int) -> None:
+        super().__init__(f"{message} ({partition} at offset {offset})")
+        self.partition = partition
+        self.offset = offset
+
+
+class CorruptRecordError(RecordError, KafkaError):
+    """A record batch that cannot be read: CRC mismatch, truncated, or undecodable.
+
+    The position stays at ``offset``; the partition is fetched again after the retry backoff
+    (a corruption in transit heals, one in the log raises again). ``seek`` past it to skip.
+    """
+
+    # Not registered by code: error_for_code() builds errors from a code alone.
+    def __init__(self, message: str, *, partition: TopicPartition, offset: int) -> None:
+        RecordError.__init__(self, message, partition=partition, offset=offset)
+        self.error_code = 2  # CORRUPT_MESSAGE
+
+
+class RecordDeserializationError(RecordError):
+    """The key or value deserializer raised on the record at ``offset`` (its error is the
+    ``__cause__``). The position stays at that record: the next call raises again unless you
+    ``seek`` past it."""
+
+
+class UnsupportedCodecError(RecordError):
+    """A batch compressed with a codec this installation cannot decompress (snappy, lz4 and
+    zstd need ``cramjam``: ``pip install 'aiogroup[compression]'``)."""
+
+
+class OffsetOutOfRangeError(RecordError, KafkaError):
+    """The fetch position is outside the partition's log and ``auto_offset_reset="none"``."""
+
+    def __init__(self, message: str, *, partition: TopicPartition, offset: int) -> None:
+        RecordError.__init__(self, message, partition=partition, offset=offset)
+        self.error_code = 1  # OFFSET_OUT_OF_RANGE
 
 
 def error_for_code(code: int, message: str = "") -> KafkaError:

@@ -22,15 +22,10 @@ from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
 from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
-from aiogroup.errors import LocalProtocolError
+from aiogroup.errors import AssignorInputError
 from aiogroup.protocol.types import Assignment, Subscription
 
 __all__ = ["AssignorInputError", "RangeAssignor", "java_string_key", "member_order"]
-
-
-class AssignorInputError(LocalProtocolError, ValueError):
-    """``assign()`` was given input no cluster can produce (a negative partition count, a
-    ``group_instance_ids`` entry that is not a string, ...)."""
 
 
 def java_string_key(value: str) -> bytes:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from aiogroup.assignors.base import PartitionAssignor
-from aiogroup.errors import ConfigurationError
+from aiogroup.errors import ConfigurationError, UnknownAssignorError
 
 __all__ = [
     "BUILTIN_ASSIGNORS",
@@ -45,14 +45,6 @@ BUILTIN_ASSIGNORS: Mapping[str, str] = MappingProxyType(
 AssignorFactory = Callable[[], PartitionAssignor]
 
 _custom: dict[str, AssignorFactory] = {}
-
-
-class UnknownAssignorError(ConfigurationError):
-    """No assignor is known (or loadable) under the requested name."""
-
-    def __init__(self, message: str, *, name: str) -> None:
-        super().__init__(message)
-        self.name = name
 
 
 def available_assignors() -> list[str]:

@@ -161,7 +161,7 @@ def run_aiogroup(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
     """Run the member until SIGTERM. A start that cannot reach the broker (started while it
     restarts) is tried again every second, as a service's supervisor would: librdkafka and
     kafka-python keep trying on their own."""
-    from aiogroup.client.transport import CoordinatorUnreachableError
+    from aiogroup.errors import BrokerUnreachableError
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -172,7 +172,7 @@ def run_aiogroup(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
             try:
                 await run(args, telemetry, stop)
                 return
-            except CoordinatorUnreachableError as exc:
+            except BrokerUnreachableError as exc:
                 if getattr(args, "started", False):
                     raise
                 telemetry.emit("start_failed", error=repr(exc)[:300])

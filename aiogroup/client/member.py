@@ -44,13 +44,17 @@ from aiogroup.client.options import (
     parameter_names,
     topic_names,
 )
-from aiogroup.client.transport import CommittedOffset, CoordinatorUnreachableError, Transport
+from aiogroup.client.transport import CommittedOffset, Transport
+from aiogroup.config import GROUP_DEFAULTS, GroupConfig
 from aiogroup.errors import (
     AiogroupError,
     AuthenticationError,
+    BrokerUnreachableError,
     ConfigurationError,
+    CoordinatorUnreachableError,
     KafkaError,
     LocalProtocolError,
+    MemberClosedError,
     NotSubscribedError,
     RebalanceInProgressError,
     RetriableError,
@@ -72,10 +76,6 @@ log = logging.getLogger("aiogroup.client")
 
 Partitions = frozenset[TopicPartition]
 T = TypeVar("T")
-
-
-class MemberClosedError(AiogroupError):
-    """The member is closed (or was never started): the call cannot be served."""
 
 
 class OffsetsSource(Protocol):
@@ -190,17 +190,18 @@ class GroupMember:
         pattern: str | re.Pattern[str] | None = None,
         assignors: Sequence[PartitionAssignor | str] = ("cooperative-sticky",),
         listener: RebalanceListener | Any | None = None,
-        group_instance_id: str | None = None,
-        session_timeout_ms: int = 45_000,
-        heartbeat_interval_ms: int = 3_000,
-        rebalance_timeout_ms: int = 300_000,
-        retry_backoff_ms: int = 100,
-        retry_backoff_max_ms: int = 1_000,
-        request_timeout_ms: int = 30_000,
-        metadata_max_age_ms: int = 300_000,
-        close_timeout_s: float = 30.0,
-        rack_id: str | None = None,
-        client_id: str = "aiogroup",
+        group_instance_id: str | None = GROUP_DEFAULTS.group_instance_id,
+        session_timeout_ms: int = GROUP_DEFAULTS.session_timeout_ms,
+        heartbeat_interval_ms: int = GROUP_DEFAULTS.heartbeat_interval_ms,
+        rebalance_timeout_ms: int = GROUP_DEFAULTS.rebalance_timeout,
+        retry_backoff_ms: int = GROUP_DEFAULTS.retry_backoff_ms,
+        retry_backoff_max_ms: int = GROUP_DEFAULTS.retry_backoff_max_ms,
+        request_timeout_ms: int = GROUP_DEFAULTS.request_timeout_ms,
+        metadata_max_age_ms: int = GROUP_DEFAULTS.metadata_max_age_ms,
+        close_timeout_s: float = GROUP_DEFAULTS.close_timeout_s,
+        rack_id: str | None = GROUP_DEFAULTS.rack_id,
+        client_id: str = GROUP_DEFAULTS.client_id,
+        config: GroupConfig | None = None,
         telemetry: Any = None,
         metrics: MetricsSink | None = None,
         enable_auto_commit: bool = False,
@@ -211,40 +212,55 @@ class GroupMember:
         check_options(client_options, aiokafka_client_options(), own=_own_options())
         if topics is not None and pattern is not None:
             raise ConfigurationError("give topics or pattern, not both")
+        options = GroupConfig(
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=retry_backoff_max_ms,
+            request_timeout_ms=request_timeout_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            close_timeout_s=close_timeout_s,
+            client_id=client_id,
+            group_instance_id=group_instance_id,
+            rack_id=rack_id,
+        )
+        if config is None:
+            config = options
+        elif options != GROUP_DEFAULTS:
+            raise ConfigurationError(
+                "give the options as keywords or as config=, not both (config already holds "
+                "every option)"
+            )
+        self.config = config
         topic_set = None if topics is None else topic_names(topics)
         resolved = [_resolve_assignor(a) for a in assignors]
         # Java's KIP-429 metrics, always kept (``member.metrics``); a user sink gets them too.
         self._kip429 = KIP429Metrics(started_at=time.monotonic())
         sink: MetricsSink = self._kip429 if metrics is None else TeeMetrics(self._kip429, metrics)
         self.group_id = group_id
-        self.client_id = client_id
-        self.group_instance_id = group_instance_id
-        self.session_timeout_ms = session_timeout_ms
-        self.close_timeout_s = close_timeout_s
-        self.metadata_max_age_ms = metadata_max_age_ms
-        self.retry_backoff_ms = retry_backoff_ms
+        self.client_id = config.client_id
+        self.group_instance_id = config.group_instance_id
+        self.session_timeout_ms = config.session_timeout_ms
+        self.close_timeout_s = config.close_timeout_s
+        self.metadata_max_age_ms = config.metadata_max_age_ms
+        self.retry_backoff_ms = config.retry_backoff_ms
         self._machine = _Machine(
-            MemberConfig(
+            MemberConfig.of(
+                config,
                 group_id=group_id,
                 assignors=resolved,
-                group_instance_id=group_instance_id,
-                session_timeout_ms=session_timeout_ms,
-                rebalance_timeout_ms=rebalance_timeout_ms,
-                heartbeat_interval_ms=heartbeat_interval_ms,
-                retry_backoff_ms=retry_backoff_ms,
-                retry_backoff_max_ms=retry_backoff_max_ms,
                 # Auto-commit needs positions: only a consumer that fetches has them.
                 enable_auto_commit=enable_auto_commit and offsets_source is not None,
-                rack_id=rack_id,
             ),
             metrics=sink,
         )
         self._transport = Transport(
             bootstrap_servers,
             group_id,
-            client_id=client_id,
-            request_timeout_ms=request_timeout_ms,
-            join_timeout_ms=rebalance_timeout_ms + 5_000,
+            client_id=config.client_id,
+            request_timeout_ms=config.request_timeout_ms,
+            join_timeout_ms=config.rebalance_timeout + 5_000,
             **client_options,
         )
         self._offsets_source = offsets_source
@@ -809,7 +825,7 @@ class GroupMember:
             event = await request()
         except asyncio.CancelledError:
             raise
-        except (CoordinatorUnreachableError, AiogroupError) as exc:
+        except AiogroupError as exc:
             self._limited.warning(
                 "group %s: coordinator request failed (%s); looking for the coordinator again",
                 self.group_id,
@@ -836,7 +852,7 @@ class GroupMember:
             self._post(ev.CoordinatorLookupFailed(action.token, -1))
             return
         except Exception as exc:
-            unreachable = isinstance(exc, CoordinatorUnreachableError)
+            unreachable = isinstance(exc, BrokerUnreachableError)
             code = exc.error_code if isinstance(exc, KafkaError) and not unreachable else -1
             if isinstance(exc, KafkaError) and exc.retriable and not unreachable:
                 log.debug("group %s: no coordinator yet (%s); retrying", self.group_id, exc)

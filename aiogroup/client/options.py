@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
 from aiogroup.errors import ConfigurationError
 
-__all__ = ["aiokafka_client_options", "check_options", "parameter_names", "topic_names"]
+__all__ = [
+    "aiokafka_client_options",
+    "bootstrap_addresses",
+    "check_options",
+    "parameter_names",
+    "topic_names",
+]
 
 #: aiokafka client parameters the transport sets itself (or that are deprecated).
 _SET_BY_US = frozenset({"self", "loop", "bootstrap_servers", "client_id", "request_timeout_ms"})
@@ -83,3 +89,64 @@ def topic_names(topics: Iterable[str], what: str = "topics") -> frozenset[str]:
     if bad:
         raise ConfigurationError(f"{what} must be non-empty strings, got {', '.join(bad)}")
     return names
+
+
+def bootstrap_addresses(servers: str | Sequence[str]) -> list[tuple[str, int]]:
+    """``bootstrap_servers`` (``"host:port,host:port"`` or a list of ``"host:port"``) as
+    ``(host, port)`` pairs; the port defaults to 9092 and IPv6 hosts are written ``[::1]:9092``.
+
+    Refuses what no broker can be reached at with a :class:`ConfigurationError` that names the
+    entry and what is wrong with it (aiokafka would raise a bare ``ValueError`` when it starts).
+    """
+    if isinstance(servers, str):
+        entries = servers.split(",")
+    elif isinstance(servers, Sequence) and all(isinstance(e, str) for e in servers):
+        entries = list(servers)
+    else:
+        raise ConfigurationError(
+            f"bootstrap_servers must be 'HOST:PORT[,HOST:PORT...]' or a list of 'HOST:PORT' "
+            f"strings, not {servers!r}"
+        )
+    out = []
+    for raw in entries:
+        entry = raw.strip()
+        if not entry:
+            if len(entries) == 1:
+                raise ConfigurationError("bootstrap_servers is empty: give HOST:PORT")
+            raise ConfigurationError(
+                f"bootstrap_servers {servers!r} has an empty entry (a stray comma?)"
+            )
+        host, port_text = entry, "9092"
+        if entry.startswith("["):  # [IPv6]:port
+            close = entry.find("]")
+            if close < 0:
+                raise ConfigurationError(
+                    f"bootstrap server {entry!r}: an IPv6 address needs its closing ']', "
+                    "as in [::1]:9092"
+                )
+            host, rest = entry[1:close], entry[close + 1 :]
+            if rest:
+                if not rest.startswith(":"):
+                    raise ConfigurationError(
+                        f"bootstrap server {entry!r}: write [HOST]:PORT, as in [::1]:9092"
+                    )
+                port_text = rest[1:]
+        elif entry.count(":") == 1:
+            host, port_text = entry.split(":")
+        elif entry.count(":") > 1:
+            raise ConfigurationError(
+                f"bootstrap server {entry!r}: write an IPv6 address in brackets, as in "
+                "[::1]:9092"
+            )
+        if not host or any(c.isspace() for c in host) or "/" in host:
+            raise ConfigurationError(
+                f"bootstrap server {entry!r} has no valid host: write HOST:PORT, as in "
+                "127.0.0.1:9092 (no scheme, no path)"
+            )
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ConfigurationError(
+                f"bootstrap server {entry!r} has port {port_text!r}, which is not a port "
+                "number (1-65535): write HOST:PORT, as in 127.0.0.1:9092"
+            )
+        out.append((host, int(port_text)))
+    return out

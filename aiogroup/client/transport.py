@@ -7,8 +7,9 @@ included). :class:`_WireRequest` adapts one to what aiokafka's connection expect
 (``prepare(versions)`` picking the version, header, body and response decoding).
 
 Broker error codes come back as data (``error_code`` fields of the result types below), for the
-membership state machine to judge. Failures to reach the coordinator (connection lost, request
-timed out, node not ready) raise :class:`CoordinatorUnreachableError`, a retriable error; the
+membership state machine to judge. Failures to reach a broker (connection lost, request timed
+out, node not ready) raise :class:`~aiogroup.errors.BrokerUnreachableError`, a retriable error;
+for the coordinator its subclass :class:`~aiogroup.errors.CoordinatorUnreachableError`, and the
 coordinator is forgotten so the next call rediscovers it. Every call is bounded by
 ``request_timeout_ms``.
 
@@ -48,16 +49,19 @@ from kafka.protocol.metadata.find_coordinator import (
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from aiogroup.client._security import diagnose, security_options
+from aiogroup.client.options import bootstrap_addresses
 from aiogroup.errors import (
     AiogroupError,
     AuthenticationError,
+    BrokerUnreachableError,
     ConfigurationError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
+    CoordinatorUnreachableError,
     LocalProtocolError,
     NotCoordinatorError,
     RemoteProtocolError,
-    RetriableError,
+    UnsupportedApiVersionError,
     error_for_code,
 )
 from aiogroup.protocol.types import TopicPartition, group_by_topic
@@ -65,6 +69,7 @@ from aiogroup.protocol.types import TopicPartition, group_by_topic
 __all__ = [
     "API_VERSIONS",
     "COORDINATOR_ERRORS",
+    "BrokerUnreachableError",
     "CommittedOffset",
     "CoordinatorUnreachableError",
     "JoinGroupResult",
@@ -100,14 +105,6 @@ COORDINATOR_ERRORS = frozenset(
     e.code
     for e in (CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError)
 )
-
-
-class CoordinatorUnreachableError(RetriableError):
-    """The coordinator could not be reached (connection lost, timeout); it will be rediscovered."""
-
-
-class UnsupportedApiVersionError(ConfigurationError):
-    """The broker supports none of the versions of an API that we speak."""
 
 
 # --------------------------------------------------------------------------- results
@@ -304,6 +301,10 @@ class Transport:
         self.join_timeout_ms = max(request_timeout_ms, join_timeout_ms or 0)
         self.client_id = client_id
         self._security = security_options(client_options)
+        addresses = bootstrap_addresses(bootstrap_servers)
+        self._bootstrap_text = ", ".join(
+            f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in addresses
+        )
         try:
             self._client = AIOKafkaClient(
                 bootstrap_servers=bootstrap_servers,
@@ -328,15 +329,16 @@ class Transport:
         """Bootstrap (bounded by the request timeout).
 
         Raises :class:`~aiogroup.errors.AuthenticationError` when TLS or SASL fails, else
-        :class:`CoordinatorUnreachableError` when no bootstrap server answers.
+        :class:`~aiogroup.errors.BrokerUnreachableError` when no bootstrap server answers.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout
         try:
             await asyncio.wait_for(self._client.bootstrap(), self._timeout)
         except TimeoutError as exc:
-            raise CoordinatorUnreachableError(
-                f"bootstrap failed: no answer within {self._timeout:g} s"
+            raise BrokerUnreachableError(
+                f"no bootstrap server answered within {self._timeout:g} s "
+                f"({self._bootstrap_text}): check bootstrap_servers and that the cluster is up"
             ) from exc
         except Exception as exc:
             if isinstance(exc, AiogroupError):
@@ -352,7 +354,10 @@ class Transport:
                 )
                 if refused is not None:
                     raise refused from exc
-            raise CoordinatorUnreachableError(f"bootstrap failed: {exc}") from exc
+            raise BrokerUnreachableError(
+                f"no bootstrap server answered ({self._bootstrap_text}: {exc}): check "
+                "bootstrap_servers and that the cluster is up"
+            ) from exc
         self._started = True
 
     async def close(self) -> None:
@@ -394,7 +399,7 @@ class Transport:
         except AiogroupError:
             raise
         except (OSError, TimeoutError) as exc:
-            raise CoordinatorUnreachableError(f"{request.api} to node {node_id}: {exc!r}") from exc
+            raise BrokerUnreachableError(f"{request.api} to node {node_id}: {exc!r}") from exc
         except Exception as exc:  # aiokafka's own errors: connection, timeout, not ready
             from aiokafka.errors import NodeNotReadyError
 
@@ -402,7 +407,7 @@ class Transport:
                 refused = await self._connect_refused(node_id, timeout or self._timeout)
                 if refused is not None:
                     raise refused from exc
-            raise CoordinatorUnreachableError(f"{request.api} to node {node_id}: {exc!r}") from exc
+            raise BrokerUnreachableError(f"{request.api} to node {node_id}: {exc!r}") from exc
         if isinstance(response, _DecodeFailed):
             raise RemoteProtocolError(
                 f"undecodable {request.api} v{request.version} response: {response.exc!r}"
@@ -422,7 +427,7 @@ class Transport:
         node = self._client.get_random_node()
         if node is None:
             self._client.force_metadata_update()
-            raise CoordinatorUnreachableError("no broker known (metadata is empty)")
+            raise BrokerUnreachableError("no broker known (metadata is empty)")
         return int(node)
 
     async def find_coordinator(self) -> int:
@@ -467,9 +472,11 @@ class Transport:
             response = await self._send(
                 node_id, request, coordination=coordination, timeout=timeout
             )
-        except CoordinatorUnreachableError:
+        except BrokerUnreachableError as exc:
             self.coordinator_dead()
-            raise
+            if isinstance(exc, CoordinatorUnreachableError):
+                raise
+            raise CoordinatorUnreachableError(f"the coordinator: {exc}") from exc
         code = getattr(response, "error_code", 0)
         if code in COORDINATOR_ERRORS:
             self.coordinator_dead()

@@ -32,6 +32,7 @@ from typing import Any, Literal
 from aiogroup.assignors.base import PartitionAssignor
 from aiogroup.client.member import GroupMember, MemberClosedError
 from aiogroup.client.options import aiokafka_client_options, check_options, parameter_names
+from aiogroup.config import DEFAULTS, ConsumerConfig, IsolationLevel, ResetPolicy
 from aiogroup.consumer.errors import (
     ConsumerStoppedError,
     NoOffsetForPartitionError,
@@ -161,27 +162,27 @@ class Consumer:
         group_instance_id: str | None = None,
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
-        auto_offset_reset: Literal["earliest", "latest", "none"] = "latest",
-        enable_auto_commit: bool = True,
-        auto_commit_interval_ms: int = 5_000,
-        isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted",
-        max_poll_interval_ms: int = 300_000,
-        max_poll_records: int | None = None,
-        fetch_max_bytes: int = 52_428_800,
-        max_partition_fetch_bytes: int = 1_048_576,
-        fetch_min_bytes: int = 1,
-        fetch_max_wait_ms: int = 500,
-        check_crcs: bool = True,
-        session_timeout_ms: int = 45_000,
-        heartbeat_interval_ms: int = 3_000,
-        rebalance_timeout_ms: int | None = None,
-        retry_backoff_ms: int = 100,
-        retry_backoff_max_ms: int = 1_000,
-        request_timeout_ms: int = 30_000,
-        metadata_max_age_ms: int = 300_000,
-        close_timeout_s: float = 30.0,
-        client_id: str = "aiogroup",
-        client_rack: str | None = None,
+        auto_offset_reset: ResetPolicy = DEFAULTS.auto_offset_reset,
+        enable_auto_commit: bool = DEFAULTS.enable_auto_commit,
+        auto_commit_interval_ms: int = DEFAULTS.auto_commit_interval_ms,
+        isolation_level: IsolationLevel = DEFAULTS.isolation_level,
+        max_poll_interval_ms: int = DEFAULTS.max_poll_interval_ms,
+        max_poll_records: int | None = DEFAULTS.max_poll_records,
+        fetch_max_bytes: int = DEFAULTS.fetch_max_bytes,
+        max_partition_fetch_bytes: int = DEFAULTS.max_partition_fetch_bytes,
+        fetch_min_bytes: int = DEFAULTS.fetch_min_bytes,
+        fetch_max_wait_ms: int = DEFAULTS.fetch_max_wait_ms,
+        check_crcs: bool = DEFAULTS.check_crcs,
+        session_timeout_ms: int = DEFAULTS.session_timeout_ms,
+        heartbeat_interval_ms: int = DEFAULTS.heartbeat_interval_ms,
+        rebalance_timeout_ms: int | None = DEFAULTS.rebalance_timeout_ms,
+        retry_backoff_ms: int = DEFAULTS.retry_backoff_ms,
+        retry_backoff_max_ms: int = DEFAULTS.retry_backoff_max_ms,
+        request_timeout_ms: int = DEFAULTS.request_timeout_ms,
+        metadata_max_age_ms: int = DEFAULTS.metadata_max_age_ms,
+        close_timeout_s: float = DEFAULTS.close_timeout_s,
+        client_id: str = DEFAULTS.client_id,
+        client_rack: str | None = DEFAULTS.rack_id,
         telemetry: Any = None,
         metrics: MetricsSink | None = None,
         **client_options: Any,
@@ -198,31 +199,41 @@ class Consumer:
             raise ConfigurationError("give topics or pattern, not both")
         if isinstance(topics, str):
             raise ConfigurationError("topics must be a list of names, not one string")
-        if max_poll_records is not None and max_poll_records <= 0:
-            raise ConfigurationError("max_poll_records must be > 0")
-        if auto_commit_interval_ms <= 0 or max_poll_interval_ms <= 0:
-            raise ConfigurationError("auto_commit_interval_ms and max_poll_interval_ms must be > 0")
-        self._state = ConsumerState(
-            FetchConfig(
-                fetch_max_bytes=fetch_max_bytes,
-                max_partition_fetch_bytes=max_partition_fetch_bytes,
-                fetch_min_bytes=fetch_min_bytes,
-                fetch_max_wait_ms=fetch_max_wait_ms,
-                isolation_level=isolation_level,
-                auto_offset_reset=auto_offset_reset,
-                check_crcs=check_crcs,
-                retry_backoff_ms=retry_backoff_ms,
-            )
+        # Every option checked once, before anything is built (aiogroup.config).
+        config = self.config = ConsumerConfig(
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=retry_backoff_max_ms,
+            request_timeout_ms=request_timeout_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            close_timeout_s=close_timeout_s,
+            client_id=client_id,
+            group_instance_id=group_instance_id,
+            rack_id=client_rack,
+            enable_auto_commit=enable_auto_commit,
+            auto_commit_interval_ms=auto_commit_interval_ms,
+            auto_offset_reset=auto_offset_reset,
+            isolation_level=isolation_level,
+            max_poll_interval_ms=max_poll_interval_ms,
+            max_poll_records=max_poll_records,
+            fetch_max_bytes=fetch_max_bytes,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            fetch_min_bytes=fetch_min_bytes,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            check_crcs=check_crcs,
         )
+        self._state = ConsumerState(FetchConfig.of(config))
         self.group_id = group_id
-        self._auto_commit = enable_auto_commit
-        self._auto_commit_interval = auto_commit_interval_ms / 1000
-        self._max_poll_interval = max_poll_interval_ms / 1000
-        self._max_poll_records = max_poll_records or _UNLIMITED
+        self._auto_commit = config.enable_auto_commit
+        self._auto_commit_interval = config.auto_commit_interval_ms / 1000
+        self._max_poll_interval = config.max_poll_interval_ms / 1000
+        self._max_poll_records = config.max_poll_records or _UNLIMITED
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
-        self._request_timeout = request_timeout_ms / 1000
-        self._close_timeout = close_timeout_s
+        self._request_timeout = config.request_timeout_ms / 1000
+        self._close_timeout = config.close_timeout_s
         self._hooks = _Hooks(self, listener)
         self._topics: frozenset[str] | None = frozenset(topics) if topics is not None else None
         self._pattern: str | None = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
@@ -231,22 +242,10 @@ class Consumer:
             group_id,
             assignors=assignors,
             listener=self._hooks,
-            group_instance_id=group_instance_id,
-            session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=heartbeat_interval_ms,
-            # Java: the rebalance timeout is the poll interval (a member has that long to
-            # finish its callbacks and rejoin).
-            rebalance_timeout_ms=rebalance_timeout_ms or max_poll_interval_ms,
-            retry_backoff_ms=retry_backoff_ms,
-            retry_backoff_max_ms=retry_backoff_max_ms,
-            request_timeout_ms=request_timeout_ms,
-            metadata_max_age_ms=metadata_max_age_ms,
-            close_timeout_s=close_timeout_s,
-            rack_id=client_rack,
-            client_id=client_id,
+            config=config,
             telemetry=telemetry,
             metrics=metrics,
-            enable_auto_commit=enable_auto_commit,
+            enable_auto_commit=config.enable_auto_commit,
             offsets_source=self,
             **client_options,
         )
@@ -254,8 +253,8 @@ class Consumer:
             self._state,
             DataPlane(self._member._transport, client_rack=client_rack),
             self._lookup_committed,
-            retry_backoff_ms=retry_backoff_ms,
-            metadata_max_age_ms=metadata_max_age_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            metadata_max_age_ms=config.metadata_max_age_ms,
         )
         self._started = False
         self._closed = False

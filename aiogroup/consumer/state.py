@@ -28,12 +28,14 @@ response per broker, however long the application stops reading.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import deque
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from aiogroup.config import DEFAULTS, ConsumerConfig, IsolationLevel, ResetPolicy, check_values
 from aiogroup.consumer.errors import (
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
@@ -68,7 +70,6 @@ log = logging.getLogger("aiogroup.consumer")
 EARLIEST = -2
 LATEST = -1
 
-ResetPolicy = Literal["earliest", "latest", "none"]
 #: Reads of fewer records than this stay on the partition being read.
 _STICKY_BELOW = 64
 _Reset = Literal["committed", "earliest", "latest", "none"] | int
@@ -104,35 +105,39 @@ LEADER_ERRORS = frozenset(
 class FetchConfig:
     """Fetch settings, with Java's names and defaults (milliseconds and bytes)."""
 
-    fetch_max_bytes: int = 52_428_800
-    max_partition_fetch_bytes: int = 1_048_576
-    fetch_min_bytes: int = 1
-    fetch_max_wait_ms: int = 500
-    isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted"
-    auto_offset_reset: ResetPolicy = "latest"
-    check_crcs: bool = True
-    retry_backoff_ms: int = 100
+    fetch_max_bytes: int = DEFAULTS.fetch_max_bytes
+    max_partition_fetch_bytes: int = DEFAULTS.max_partition_fetch_bytes
+    fetch_min_bytes: int = DEFAULTS.fetch_min_bytes
+    fetch_max_wait_ms: int = DEFAULTS.fetch_max_wait_ms
+    isolation_level: IsolationLevel = DEFAULTS.isolation_level
+    auto_offset_reset: ResetPolicy = DEFAULTS.auto_offset_reset
+    check_crcs: bool = DEFAULTS.check_crcs
+    retry_backoff_ms: int = DEFAULTS.retry_backoff_ms
     #: Responses a partition may have buffered before it is fetched again (one being read, one
     #: prefetched).
     max_buffered_responses: int = 2
 
     def __post_init__(self) -> None:
-        if self.fetch_max_bytes <= 0 or self.max_partition_fetch_bytes <= 0:
-            raise ConfigurationError("fetch_max_bytes and max_partition_fetch_bytes must be > 0")
-        if self.fetch_min_bytes < 0 or self.fetch_max_wait_ms < 0:
-            raise ConfigurationError("fetch_min_bytes and fetch_max_wait_ms must be >= 0")
-        if self.isolation_level not in ("read_uncommitted", "read_committed"):
-            raise ConfigurationError(
-                f"isolation_level must be 'read_uncommitted' or 'read_committed', "
-                f"not {self.isolation_level!r}"
-            )
-        if self.auto_offset_reset not in ("earliest", "latest", "none"):
-            raise ConfigurationError(
-                f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
-                f"not {self.auto_offset_reset!r}"
-            )
+        # Checked by the one table that defines these options (aiogroup.config).
+        check_values(
+            {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        )
         if self.max_buffered_responses < 1:
             raise ConfigurationError("max_buffered_responses must be >= 1")
+
+    @classmethod
+    def of(cls, config: ConsumerConfig) -> FetchConfig:
+        """The fetch settings of a consumer's (already checked) options."""
+        return cls(
+            fetch_max_bytes=config.fetch_max_bytes,
+            max_partition_fetch_bytes=config.max_partition_fetch_bytes,
+            fetch_min_bytes=config.fetch_min_bytes,
+            fetch_max_wait_ms=config.fetch_max_wait_ms,
+            isolation_level=config.isolation_level,
+            auto_offset_reset=config.auto_offset_reset,
+            check_crcs=config.check_crcs,
+            retry_backoff_ms=config.retry_backoff_ms,
+        )
 
     @property
     def read_committed(self) -> bool:

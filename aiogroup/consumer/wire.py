@@ -5,7 +5,7 @@ aiokafka's client underneath) to partition leaders, with kafka-python 3's schema
 messages; every version is negotiated per connection (Apache Kafka 2.3 stops at Fetch v11,
 ListOffsets v5 and Metadata v8, and speaks no flexible versions). Answers are turned into the
 plain values the sans-I/O core takes (:class:`~aiogroup.consumer.state.FetchedResponse`, ...).
-Transport failures raise :class:`~aiogroup.client.transport.CoordinatorUnreachableError` (a
+Transport failures raise :class:`~aiogroup.errors.BrokerUnreachableError` (a
 retriable error); an answer the decoder cannot read raises
 :class:`~aiogroup.errors.RemoteProtocolError`.
 """

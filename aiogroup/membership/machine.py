@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from aiogroup.assignors.base import GroupMetadata, PartitionAssignor, RebalanceProtocol
+from aiogroup.config import GROUP_DEFAULTS, GroupConfig, check_values
 from aiogroup.errors import (
     AiogroupError,
     CommitFailedError,
@@ -117,35 +118,61 @@ class MemberConfig:
 
     group_id: str
     assignors: Sequence[PartitionAssignor]
-    group_instance_id: str | None = None
-    session_timeout_ms: int = 45_000
-    rebalance_timeout_ms: int = 300_000
-    heartbeat_interval_ms: int = 3_000
-    retry_backoff_ms: int = 100
+    group_instance_id: str | None = GROUP_DEFAULTS.group_instance_id
+    session_timeout_ms: int = GROUP_DEFAULTS.session_timeout_ms
+    rebalance_timeout_ms: int = GROUP_DEFAULTS.rebalance_timeout
+    heartbeat_interval_ms: int = GROUP_DEFAULTS.heartbeat_interval_ms
+    retry_backoff_ms: int = GROUP_DEFAULTS.retry_backoff_ms
     #: Cap of the exponential backoff between metadata refreshes while a subscribed topic is
     #: missing (KIP-580's ``retry.backoff.max.ms``, 1 s in Java).
-    retry_backoff_max_ms: int = 1_000
+    retry_backoff_max_ms: int = GROUP_DEFAULTS.retry_backoff_max_ms
     enable_auto_commit: bool = True
-    rack_id: str | None = None
+    rack_id: str | None = GROUP_DEFAULTS.rack_id
     protocol_type: str = "consumer"
     subscription_version: int = 3
 
     def __post_init__(self) -> None:
         if not self.group_id:
             raise ConfigurationError("group_id must not be empty")
-        if self.heartbeat_interval_ms <= 0 or self.session_timeout_ms <= 0:
-            raise ConfigurationError("heartbeat_interval_ms and session_timeout_ms must be > 0")
-        if self.heartbeat_interval_ms >= self.session_timeout_ms:
-            raise ConfigurationError("heartbeat_interval_ms must be lower than session_timeout_ms")
-        if self.rebalance_timeout_ms <= 0 or self.retry_backoff_ms < 0:
-            raise ConfigurationError("rebalance_timeout_ms must be > 0, retry_backoff_ms >= 0")
-        if self.retry_backoff_max_ms <= 0:
-            raise ConfigurationError("retry_backoff_max_ms must be > 0")
+        # The options shared with the driver are checked by the one table that defines them.
+        check_values({f: getattr(self, f) for f in _SHARED_OPTIONS})
         if not 0 <= self.subscription_version <= 3:
             raise ConfigurationError("subscription_version must be 0..3")
-        if self.group_instance_id == "":
-            raise ConfigurationError("group_instance_id must be None or non-empty")
         select_protocol(self.assignors)  # no common rebalance protocol: refuse now
+
+    @classmethod
+    def of(
+        cls,
+        config: GroupConfig,
+        *,
+        group_id: str,
+        assignors: Sequence[PartitionAssignor],
+        enable_auto_commit: bool,
+    ) -> MemberConfig:
+        """The machine's configuration from a driver's (already checked) options."""
+        return cls(
+            group_id=group_id,
+            assignors=assignors,
+            group_instance_id=config.group_instance_id,
+            session_timeout_ms=config.session_timeout_ms,
+            rebalance_timeout_ms=config.rebalance_timeout,
+            heartbeat_interval_ms=config.heartbeat_interval_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+            enable_auto_commit=enable_auto_commit,
+            rack_id=config.rack_id,
+        )
+
+
+_SHARED_OPTIONS = (
+    "group_instance_id",
+    "session_timeout_ms",
+    "rebalance_timeout_ms",
+    "heartbeat_interval_ms",
+    "retry_backoff_ms",
+    "retry_backoff_max_ms",
+    "rack_id",
+)
 
 
 _CommitPurpose = Literal["user", "prepare", "leave"]
