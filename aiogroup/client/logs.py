@@ -10,9 +10,13 @@ Loggers (all under ``aiogroup``, so one ``logging.getLogger("aiogroup").setLevel
   carries its numbers as record attributes too (``group_id``, ``generation_id``, ``protocol``,
   ``assigned``, ``revoked``, ``lost``, ``owned``, ``duration_s``, ...), for structured logging.
 * ``aiogroup.membership`` WARNING: a subscribed topic does not exist (once per topic).
+* ``aiogroup.client`` WARNING, for a broker that cannot be reached: one line when it goes away,
+  a reminder every 30 s while it stays away, one line when it is back, with how long it was
+  gone (:mod:`aiogroup.client.reachability`).
 * ``aiogroup.client.aiokafka``: what aiokafka's client logged at WARNING or above *on behalf of
-  a member* (a stopped broker makes it log an ERROR per reconnect attempt, dozens per second):
-  one WARNING per message per :data:`RATE_LIMIT_S` seconds, the rest at DEBUG.
+  a member or its consumer*: its line per reconnect attempt to a broker that is down (dozens per
+  second) at DEBUG only, anything else one WARNING per message per :data:`RATE_LIMIT_S` seconds,
+  the rest at DEBUG.
 
 The aiokafka records are recognised by a context variable that the member sets in the tasks it
 runs (:func:`member_context`), and that the tasks aiokafka starts from them inherit. Records your
@@ -48,6 +52,14 @@ RATE_LIMIT_S = 30.0
 
 #: The aiokafka loggers a member's client logs through.
 AIOKAFKA_LOGGERS = ("aiokafka", "aiokafka.conn", "aiokafka.cluster")
+
+#: aiokafka's lines for a broker it cannot reach, logged on every attempt (dozens a second);
+#: :class:`~aiogroup.client.reachability.Reachability` reports the outage instead.
+UNREACHABLE_LINES = (
+    "Unable connect to",
+    "Unable to request metadata from",
+    "Unable to update metadata from",
+)
 
 #: The member a task works for (its group id), inherited by the tasks it starts.
 _MEMBER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -133,6 +145,13 @@ class AiokafkaFilter(logging.Filter):
         group_id = _MEMBER.get()
         if group_id is None or record.levelno < logging.WARNING:
             return True
+        if isinstance(record.msg, str) and record.msg.startswith(UNREACHABLE_LINES):
+            # One per attempt while a broker is down: the member's Reachability says it once.
+            self.limited.logger.debug(
+                "aiokafka (for the member of group %s): %s", group_id, record.getMessage(),
+                extra={"group_id": group_id, "aiokafka_level": record.levelname},
+            )  # fmt: skip
+            return False
         self.limited.log(
             logging.WARNING,
             "aiokafka (for the member of group %s): %s",

@@ -826,9 +826,8 @@ class GroupMember:
         except asyncio.CancelledError:
             raise
         except AiogroupError as exc:
-            self._limited.warning(
+            self._trouble(
                 "group %s: coordinator request failed (%s); looking for the coordinator again",
-                self.group_id,
                 exc,
                 key="coordinator request failed",
             )
@@ -857,11 +856,8 @@ class GroupMember:
             if isinstance(exc, KafkaError) and exc.retriable and not unreachable:
                 log.debug("group %s: no coordinator yet (%s); retrying", self.group_id, exc)
             else:
-                self._limited.warning(
-                    "group %s: no coordinator found (%s); retrying",
-                    self.group_id,
-                    exc,
-                    key="FindCoordinator failed",
+                self._trouble(
+                    "group %s: no coordinator found (%s); retrying", exc, key="FindCoordinator"
                 )
             self._post(ev.CoordinatorLookupFailed(action.token, code))
             return
@@ -881,11 +877,8 @@ class GroupMember:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self._limited.warning(
-                    "group %s: metadata request failed (%r); retrying",
-                    self.group_id,
-                    exc,
-                    key="metadata failed",
+                self._trouble(
+                    "group %s: metadata request failed (%s); retrying", exc, key="metadata failed"
                 )
                 self._auth_failed(exc)
                 await asyncio.sleep(backoff)  # retry backoff
@@ -990,9 +983,8 @@ class GroupMember:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self._limited.warning(
-                "group %s: OffsetCommit failed (%r); looking for the coordinator again",
-                self.group_id,
+            self._trouble(
+                "group %s: OffsetCommit failed (%s); looking for the coordinator again",
                 exc,
                 key="commit failed",
             )
@@ -1039,6 +1031,14 @@ class GroupMember:
     def _in_context(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Run ``coro`` as a task marked as this member's (so aiokafka's lines are tamed)."""
         return asyncio.create_task(coro, context=self._context.copy())
+
+    def _trouble(self, msg: str, exc: BaseException, *, key: str) -> None:
+        """A failed request, rate-limited; at DEBUG when no broker could be reached (the
+        transport's :class:`~aiogroup.client.reachability.Reachability` says that once)."""
+        if isinstance(exc, BrokerUnreachableError):
+            log.debug(msg, self.group_id, exc)
+        else:
+            self._limited.warning(msg, self.group_id, exc, key=key, stacklevel=4)
 
     def _auth_failed(self, exc: BaseException) -> None:
         """A connect refused by TLS or SASL (credentials changed, certificate replaced): raise

@@ -50,6 +50,7 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from aiogroup.client._security import diagnose, security_options
 from aiogroup.client.options import bootstrap_addresses
+from aiogroup.client.reachability import Reachability
 from aiogroup.errors import (
     AiogroupError,
     AuthenticationError,
@@ -319,6 +320,9 @@ class Transport:
         self._coordinator_id: int | None = None
         self._lookup_lock = asyncio.Lock()
         self._started = False
+        #: Which brokers this client cannot reach now: one line when one goes away, a reminder
+        #: while it stays away, one when it is back (instead of aiokafka's line per attempt).
+        self.reachability = Reachability(f"{client_id} (group {group_id})")
 
     @property
     def coordinator_id(self) -> int | None:
@@ -399,6 +403,7 @@ class Transport:
         except AiogroupError:
             raise
         except (OSError, TimeoutError) as exc:
+            self._unreachable(node_id, exc)
             raise BrokerUnreachableError(f"{request.api} to node {node_id}: {exc!r}") from exc
         except Exception as exc:  # aiokafka's own errors: connection, timeout, not ready
             from aiokafka.errors import NodeNotReadyError
@@ -407,12 +412,27 @@ class Transport:
                 refused = await self._connect_refused(node_id, timeout or self._timeout)
                 if refused is not None:
                     raise refused from exc
+            self._unreachable(node_id, exc)
             raise BrokerUnreachableError(f"{request.api} to node {node_id}: {exc!r}") from exc
+        if node_id in self.reachability.unreachable:
+            self.reachability.answered(
+                node_id, self._address(node_id), asyncio.get_running_loop().time()
+            )
         if isinstance(response, _DecodeFailed):
             raise RemoteProtocolError(
                 f"undecodable {request.api} v{request.version} response: {response.exc!r}"
             ) from response.exc
         return response
+
+    def _address(self, node_id: int) -> str:
+        broker = self._client.cluster.broker_metadata(node_id)
+        return "?" if broker is None else f"{broker.host}:{broker.port}"
+
+    def _unreachable(self, node_id: int, exc: BaseException) -> None:
+        reason = str(exc) or type(exc).__name__
+        self.reachability.failed(
+            node_id, self._address(node_id), reason, asyncio.get_running_loop().time()
+        )
 
     async def _connect_refused(self, node_id: int, timeout: float) -> AuthenticationError | None:
         """Whether connecting to ``node_id`` fails on TLS or SASL (see ``_security``)."""

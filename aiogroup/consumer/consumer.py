@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from aiogroup.assignors.base import PartitionAssignor
+from aiogroup.client.logs import member_context
 from aiogroup.client.member import GroupMember, MemberClosedError
 from aiogroup.client.options import aiokafka_client_options, check_options, parameter_names
 from aiogroup.config import DEFAULTS, ConsumerConfig, IsolationLevel, ResetPolicy
@@ -258,6 +259,7 @@ class Consumer:
         )
         self._started = False
         self._closed = False
+        self._context = member_context(group_id)  # marks the consumer's tasks as the member's
         self._tasks: set[asyncio.Task[Any]] = set()
         self._control: asyncio.Task[None] | None = None
         self._errors: list[AiogroupError] = []
@@ -286,7 +288,9 @@ class Consumer:
         await self._member.start()
         loop = asyncio.get_running_loop()
         self._last_poll = loop.time()
-        self._fetcher.start()
+        # The fetcher's requests count as the member's: a broker outage is reported once by
+        # its Reachability, not per attempt by aiokafka (client.logs).
+        self._context.copy().run(self._fetcher.start)
         if self._topics is not None or self._pattern is not None:
             await self._member.subscribe(self._topics, pattern=self._pattern)
         self._spawn(self._poll_watchdog(), "aiogroup-poll-watchdog")
@@ -826,7 +830,7 @@ class Consumer:
     # ------------------------------------------------------------------ background
 
     def _spawn(self, coro: Any, name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
+        task = asyncio.create_task(coro, name=name, context=self._context.copy())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
