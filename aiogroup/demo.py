@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -644,20 +645,25 @@ class _Reader:
             await asyncio.gather(self.task, return_exceptions=True)
 
 
-async def _produce(bootstrap: str, topic: str, partitions: int, ledger: _Ledger) -> None:
-    """Keep records coming (about 100 a second), so there is something to read throughout."""
+async def _produce(
+    bootstrap: str, topic: str, partitions: int, ledger: _Ledger, stop: asyncio.Event
+) -> None:
+    """Keep records coming (about 100 a second), so there is something to read throughout,
+    until ``stop`` is set. A record counts as produced once the broker acknowledged it, and
+    the loop ends between two sends (never with one in flight), so the count is exact."""
     from aiokafka import AIOKafkaProducer
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     try:
         i = 0
-        while True:
+        while not stop.is_set():
             await producer.send_and_wait(topic, b"order-%d" % i, partition=i % partitions)
             ledger.produced += 1
             i += 1
             if i % 10 == 0:
-                await asyncio.sleep(0.1)  # the production rate
+                with contextlib.suppress(TimeoutError):  # the production rate, or the stop
+                    await asyncio.wait_for(stop.wait(), 0.1)
     finally:
         await producer.stop()
 
@@ -717,7 +723,10 @@ async def _run(
             problems.append(f"the group did not settle within {limit:.0f} s after {what}")
             narrator.show(Problem(ledger.now(), problems[-1]))
 
-    producer = asyncio.create_task(_produce(bootstrap, topic, args.partitions, ledger))
+    stop_producing = asyncio.Event()
+    producer = asyncio.create_task(
+        _produce(bootstrap, topic, args.partitions, ledger, stop_producing)
+    )
     try:
         for i in range(1, args.members + 1):
             name = f"member-{i}"
@@ -745,7 +754,7 @@ async def _run(
             await members.pop(leaver).close()
             narrator.show(Left(ledger.now(), leaver))
             await settle(since, seen, left=leaver)
-        producer.cancel()
+        stop_producing.set()  # the record in flight is acknowledged and counted first
         await asyncio.gather(producer, return_exceptions=True)
         if not await _until(live(), lambda: len(ledger.processed) >= ledger.produced, limit):
             problems.append(
