@@ -569,6 +569,14 @@ class GroupWatch:
     #: The members present when the watch saw the vote move to a cooperative protocol (or saw
     #: it cooperative first).
     _at_vote: frozenset[str] | None = None
+    #: Some snapshot showed an eager protocol, or a member known to run EAGER: the group is
+    #: (or was, while watched) in a rolling upgrade.
+    saw_eager: bool = False
+
+    def upgrading(self, a: Assessment) -> bool:
+        """Whether upgrade steps are worth telling: an eager protocol or an EAGER member was
+        seen. A group cooperative throughout the watch is told as it is, without steps."""
+        return self.saw_eager or bool(a.eager_members) or a.step is Step.EAGER
 
     @property
     def restarted(self) -> int:
@@ -618,6 +626,8 @@ class GroupWatch:
             for mid, mode in result.modes.items():
                 if mode in (MemberMode.EAGER, MemberMode.COOPERATIVE):
                     self.modes[mid] = mode
+            if group.rebalance_protocol is RebalanceProtocol.EAGER or result.eager_members:
+                self.saw_eager = True
         if result.step is Step.UNKNOWN and self.last_step is not None and not group.stable:
             # While the group rebalances nothing is shown; the step is the last one known.
             result = Assessment(self.last_step, result.verdict, result.reasons, result.advice,

@@ -806,10 +806,20 @@ async def _embedded_broker(
         yield broker.bootstrap
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+HELP = """Watch a cooperative group rebalance on a real broker while records flow.
+
+Starts a broker (Tansu from the broker extra, or with --broker embedded aiogroup's own), creates
+a topic and runs a small group of aiogroup consumers with the cooperative-sticky assignor
+(KIP-429): member-1 joins and gets every partition; member-2 and member-3 join one at a time
+(the others give up only what moves and keep reading the rest); member-2 leaves; then a summary
+of what moved, how long partitions had no owner, and whether any record was processed twice.
+Ends by itself (about 30 s on Tansu, a few seconds on the embedded broker)."""
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m aiogroup demo") -> int:
     """Run the demo; returns the process exit code."""
     parser = argparse.ArgumentParser(
-        prog="python -m aiogroup demo", description=(__doc__ or "").split("\n\n")[0]
+        prog=prog, description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--members", type=int, default=3, help="members to start (default 3)")
     parser.add_argument("--partitions", type=int, default=6, help="topic partitions (default 6)")

@@ -49,9 +49,9 @@ PASSWORD_ENV = "AIOGROUP_SASL_PASSWORD"
 _STEP_NAMES = [s.value for s in Step if s not in (Step.UNKNOWN,)]
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str = "aiogroup group") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="aiogroup group",
+        prog=prog,
         description="Describe or watch a consumer group (read-only: it never joins the group).",
         epilog=EXIT_CODES,
     )
@@ -295,19 +295,21 @@ def _summary_line(group: GroupDescription, a: Assessment, watch: GroupWatch) -> 
     gen = group.generation
     protocol = group.protocol or "-"
     eager = a.eager_members
-    shown = a.step is Step.VOTE_MOVED and group.stable
-    step = a.step.value + (f" ({len(eager)} EAGER)" if shown else "")
+    step = ""
+    if watch.upgrading(a):  # upgrade steps only for a group that is (or was) upgrading
+        counted = f" ({len(eager)} EAGER)" if eager and group.stable else ""
+        step = f"step {a.step.value}{counted}"
     verdict = _verdict_text(a)
     if not a.safe and a.reasons:
         verdict += ": " + a.reasons[0]
     parts = [
         time.strftime("%H:%M:%S"),
         f"{group.state:<19}",
-        f"gen {gen if gen is not None else '?':<4}",
+        f"gen {gen:<4}" if gen is not None else "",  # only where the members tell it
         f"{protocol:<18}",
         members,
         _assignment_text(group, a) if group.stable else "",
-        f"step {step}",
+        step,
         f"next bounce: {verdict}",
     ]
     return "  ".join(p for p in parts if p)
@@ -389,8 +391,11 @@ async def watch(
                         print(_member_table(group, a), file=out, flush=True)
             if until is not None and a.safe and (until == "safe" or a.step.value == until):
                 if not as_json:
-                    print(f"reached: step {a.step.value}, next bounce safe. {a.advice}",
-                          file=out, flush=True)
+                    if state.upgrading(a):
+                        print(f"reached: step {a.step.value}, next bounce safe. {a.advice}",
+                              file=out, flush=True)
+                    else:
+                        print("reached: next bounce safe", file=out, flush=True)
                 return 0
         if timeout is not None and clock() - began >= timeout:
             if not as_json:
@@ -434,10 +439,12 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
         await inspector.close()
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, prog: str = "aiogroup group"
+) -> int:
     """``aiogroup group ...``; returns the exit status (2: usage or connection error)."""
     try:
-        args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = _parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:
         return int(exc.code or 0)
     try:

@@ -55,9 +55,9 @@ def _partition_range(text: str) -> tuple[int, int]:
     return first, last
 
 
-def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+def parse_args(argv: Sequence[str], prog: str = "aiogroup analyze") -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="aiogroup analyze",
+        prog=prog,
         description="Audit rebalance telemetry: ownership overlaps, unowned time, moves, latency.",
     )
     p.add_argument("events", nargs="+", help="event files, directories or globs (JSON Lines)")
@@ -88,10 +88,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return p.parse_args(list(argv))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "aiogroup analyze") -> int:
     """Run the audit. Returns 0, 2 on a usage/environment error, 3 for --fail-on-overlap hits."""
     try:
-        args = parse_args(sys.argv[1:] if argv is None else argv)
+        args = parse_args(sys.argv[1:] if argv is None else argv, prog)
     except SystemExit as exc:
         return int(exc.code or 0)
     try:

@@ -310,3 +310,30 @@ async def test_an_empty_group_is_not_safe_while_members_are_missing(
     )  # fmt: skip
     assert code == 1, (text, err)  # timed out: never safe
     assert "0/3 members" in text and "nobody is consuming" in text
+
+
+async def test_watching_a_group_cooperative_throughout_tells_no_upgrade_steps(
+    kafka_broker: BrokerHandle,  # noqa: F811
+) -> None:
+    """A group that was never eager: no "step vote-moved (0 EAGER)", no KAFKA-9150 upgrade
+    advice, and no "gen ?" where the members do not tell the generation (issue 23.8)."""
+    kafka_broker.require_kafka_semantics("Tansu holds no protocol vote")
+    topic = f"orders-{uuid.uuid4().hex[:6]}"
+    await _create_topic(kafka_broker.bootstrap, topic, PARTITIONS)
+    g = _Group(kafka_broker, topic, session_ms=6000, heartbeat_ms=500)
+    try:
+        await g.start("m1", COOP)
+        await g.start("m2", COOP)
+        await g.converged()
+        code, text, err = await _cli(
+            "watch", g.group_id, "--bootstrap", kafka_broker.bootstrap, "--members", "2",
+            "--until", "safe", "--interval", "0.2", "--timeout", "60",
+        )  # fmt: skip
+    finally:
+        await g.close()
+    assert code == 0, (text, err)
+    assert "reached: next bounce safe" in text
+    for noise in ("step ", "EAGER", "KAFKA-9150", "gen ?", "vote"):
+        assert noise not in text, (noise, text)
+    if kafka_broker.kind == "embedded":  # members report their generation (Subscription V2+)
+        assert " gen " in text
