@@ -189,6 +189,11 @@ class ConsumerConfig(GroupConfig):
         True, types=_BOOL, java="check.crcs",
         doc="check each record batch's CRC-32C",
     )  # fmt: skip
+    hand_off_on_close: bool = _option(
+        True, types=_BOOL,
+        doc="close() called while another task reads hands the partitions off first "
+            "(cooperative, dynamic members): they keep flowing until the round that moves them",
+    )  # fmt: skip
 
     @property
     def rebalance_timeout(self) -> int:

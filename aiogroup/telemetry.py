@@ -34,12 +34,14 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from aiokafka.abc import ConsumerRebalanceListener as AiokafkaRebalanceListener
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 from aiogroup.protocol.types import TopicPartition, group_by_topic
 
 __all__ = [
     "SCHEMA_VERSION",
+    "AiokafkaListener",
     "ConfluentRecorder",
     "JsonlTelemetry",
     "KafkaPythonListener",
@@ -699,3 +701,69 @@ class KafkaPythonListener(ConsumerRebalanceListener):  # type: ignore[misc]
             self._run("lost", "on_partitions_lost", lost)
         else:  # kafka-python's default on_partitions_lost delegates to on_partitions_revoked
             self._run("lost", "on_partitions_revoked", lost)
+
+
+class AiokafkaListener(AiokafkaRebalanceListener):  # type: ignore[misc]
+    """An aiokafka ``ConsumerRebalanceListener`` that records events around the user's own
+    (eager only: aiokafka has no cooperative protocol and no ``on_partitions_lost``).
+
+    Pass it as ``consumer.subscribe(topics, listener=AiokafkaListener(telemetry, ...))``;
+    ``consumer`` (optional, may be set later) lets it read the generation and member id from
+    aiokafka's coordinator. aiokafka awaits the methods, so the user's may be coroutines.
+    """
+
+    def __init__(
+        self,
+        telemetry: JsonlTelemetry,
+        listener: Any = None,
+        *,
+        consumer: Any = None,
+        protocol: str | None = None,
+        group_id: str | None = None,
+    ) -> None:
+        telemetry.client = "aiokafka"
+        self.telemetry = telemetry
+        self.listener = listener
+        self.consumer = consumer
+        self.protocol = protocol
+        self._rec = _PeerRecorder(telemetry, protocol, group_id)
+
+    def _generation(self) -> int | None:
+        try:
+            coordinator = self.consumer._coordinator
+            if coordinator.member_id:
+                self.telemetry.member_id = coordinator.member_id
+            generation = int(coordinator.generation)
+            return generation if generation >= 0 else None
+        except Exception:
+            return None
+
+    async def _run(self, kind: str, partitions: Any) -> None:
+        started = self.telemetry.clock()
+        self._rec.note_start(started)
+        generation = self._generation()
+        if kind == "assigned":
+            self._rec.note_generation(generation, self.telemetry.member_id)
+        error: str | None = None
+        try:
+            method = getattr(self.listener, f"on_partitions_{kind}", None)
+            if method is not None:
+                result = method(partitions)
+                if hasattr(result, "__await__"):
+                    await result
+        except BaseException as exc:
+            error = repr(exc)
+            raise
+        finally:
+            ended = self.telemetry.clock()
+            tps = [TopicPartition(p.topic, p.partition) for p in partitions]
+            record = getattr(self.telemetry, f"partitions_{kind}")
+            record(tps, generation, self.protocol, started, ended, error=error)
+            if kind == "assigned":
+                self._rec.completed(generation, ended)
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self._run("revoked", revoked)
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        await self._run("assigned", assigned)

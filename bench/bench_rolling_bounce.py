@@ -14,10 +14,14 @@ watch`` judges it (Stable, every member back, every partition assigned once). Th
 Runs (``--runs``), on the embedded broker and on Apache Kafka 2.3 (``--broker``):
 
     aiogroup-eager        aiogroup members, [range]
-    aiogroup-coop         aiogroup members, [cooperative-sticky]; SIGTERM hands off
-                          (``Consumer.hand_off()``: the partitions keep flowing until the
-                          round that moves them, then the member leaves at once)
-    aiogroup-coop-close   the same, SIGTERM closes at once (``close()``: revoke, then leave)
+    aiogroup-coop         aiogroup members, [cooperative-sticky]; SIGTERM calls ``close()``
+                          from another task while the loop reads on: the default shutdown,
+                          which hands off (the partitions keep flowing until the round that
+                          moves them, then the member leaves at once)
+    aiogroup-coop-close   the same, but SIGTERM stops the loop first, then ``close()``
+                          (nobody reads: revoke, then leave)
+    aiokafka-eager        aiokafka 0.x consumers, range (aiokafka speaks only eager);
+                          SIGTERM stops the loop, then ``stop()``
     librdkafka-coop       confluent-kafka consumers, cooperative-sticky
     librdkafka-eager      confluent-kafka consumers, range
     kafka-python-coop     kafka-python 3 consumers, cooperative-sticky
@@ -71,9 +75,12 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve()
-ALL_RUNS = ("aiogroup-eager", "aiogroup-coop", "aiogroup-coop-close", "librdkafka-coop",
-            "librdkafka-eager", "kafka-python-coop", "kafka-python-eager", "mixed-coop")
-KINDS = ("aiogroup", "librdkafka", "kafka-python")
+ALL_RUNS = ("aiogroup-eager", "aiogroup-coop", "aiogroup-coop-close", "aiokafka-eager",
+            "librdkafka-coop", "librdkafka-eager", "kafka-python-coop", "kafka-python-eager",
+            "mixed-coop")
+KINDS = ("aiogroup", "librdkafka", "kafka-python", "aiokafka")
+#: The kinds a mixed group cycles over (aiokafka cannot join a cooperative group).
+MIXED = ("aiogroup", "librdkafka", "kafka-python")
 COOP, RANGE = "cooperative-sticky", "range"
 
 
@@ -92,7 +99,7 @@ class RunSpec:
 
 def run_spec(name: str) -> RunSpec:
     if name == "mixed-coop":
-        return RunSpec(name, KINDS, COOP)
+        return RunSpec(name, MIXED, COOP)
     if name == "aiogroup-coop-close":
         return RunSpec(name, ("aiogroup",), COOP, hand_off=False)
     kind, _, protocol = name.rpartition("-")
@@ -271,13 +278,17 @@ def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
             client_id=args.name, telemetry=telemetry, auto_offset_reset="earliest",
             listener=Work() if args.revoke_ms else None,
         )
+        closing: asyncio.Future[None] | None = None
         async with consumer:
             member = consumer.member
             while True:
-                if loop.stop.is_set() and not consumer.handing_off:
+                if loop.stop.is_set() and closing is None:
                     if args.close:
                         break  # close() at the end of the block: revoke, then leave
-                    consumer.hand_off()  # keep reading until the partitions have moved
+                    # What a SIGTERM handler does: close() from another task while this
+                    # loop reads on (the default shutdown hands off; the loop ends by
+                    # itself once the partitions have moved).
+                    closing = asyncio.ensure_future(consumer.close())
                 generation = member.generation_id
                 loop.status.write(generation if generation >= 0 else None,
                                   len(member.assignment), member.state.name)
@@ -288,6 +299,8 @@ def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
                     break  # handed off and left
                 _processed(telemetry, [((tp.topic, tp.partition), r.offset)
                                        for tp, records in batch.items() for r in records])
+            if closing is not None:
+                await closing
         telemetry.close()
 
     async def main() -> None:
@@ -312,6 +325,57 @@ def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
     asyncio.run(consume() if args.records else main())
 
 
+def _member_aiokafka(args: argparse.Namespace, loop: MemberLoop) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    from aiogroup.telemetry import AiokafkaListener, JsonlTelemetry
+
+    if args.assignor != RANGE:
+        raise SystemExit("aiokafka speaks only the eager protocol: use range")
+    telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
+
+    async def main() -> None:
+        # Commits by hand in the revocation (aiokafka's auto-commit commits there too, but
+        # only what was committed on the interval before), as the peers above do.
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.name,
+            session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
+            enable_auto_commit=False, auto_offset_reset="earliest",
+        )  # fmt: skip
+
+        class Work:
+            async def on_partitions_revoked(self, revoked: Any) -> None:
+                if revoked:
+                    try:
+                        await consumer.commit()  # what was consumed
+                    except Exception as exc:  # aiokafka raises its own types
+                        print(f"commit in revocation: {exc!r}", file=sys.stderr)
+                await asyncio.sleep(args.revoke_ms / 1000)  # further revocation work
+
+            async def on_partitions_assigned(self, assigned: Any) -> None:
+                pass
+
+        listener = AiokafkaListener(telemetry, Work(), consumer=consumer,
+                                    protocol=args.assignor, group_id=args.group)
+        consumer.subscribe([args.topic], listener=listener)
+        await consumer.start()
+        try:
+            while not loop.stop.is_set():
+                batch = await consumer.getmany(timeout_ms=int(loop.tick_s * 1000),
+                                               max_records=500)
+                _processed(telemetry, [((tp.topic, tp.partition), r.offset)
+                                       for tp, records in batch.items() for r in records])
+                generation = listener._generation()
+                loop.status.write(generation, len(consumer.assignment()))
+                if loop.on_tick is not None:
+                    loop.on_tick()
+        finally:
+            await consumer.stop()  # commits nothing more (manual commits), revokes, leaves
+        telemetry.close()
+
+    asyncio.run(main())
+
+
 def member_main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="bench_rolling_bounce.py member")
     p.add_argument("--kind", choices=KINDS, required=True)
@@ -333,7 +397,7 @@ def member_main(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     loop = MemberLoop(stop, Status(args.status))
     runner = {"aiogroup": _member_aiogroup, "librdkafka": _member_confluent,
-              "kafka-python": _member_kafka_python}[args.kind]
+              "kafka-python": _member_kafka_python, "aiokafka": _member_aiokafka}[args.kind]
     runner(args, loop)
     return 0
 
@@ -749,6 +813,17 @@ def verdicts(runs: Sequence[RunResult]) -> list[str]:
             ratio = eager["unowned_s"] / max(close["unowned_s"], 1e-9)
             out.append(f"{broker}: aiogroup eager / cooperative closing without hand-off = "
                        f"{eager['unowned_s']:.1f} / {close['unowned_s']:.1f} = {ratio:.1f}x")
+        aiokafka = by.get("aiokafka-eager")
+        for name, ours in (("default close()", coop), ("stop, then close()", close)):
+            if aiokafka is None or ours is None:
+                continue
+            line = (f"{broker}: aiokafka / aiogroup {name}: unowned partition-seconds "
+                    f"{aiokafka['unowned_s']:.1f} / {ours['unowned_s']:.1f} = "
+                    f"{aiokafka['unowned_s'] / max(ours['unowned_s'], 1e-9):.1f}x")
+            if "stall_s" in aiokafka and "stall_s" in ours:
+                line += (f"; longest stall {aiokafka['stall_s']:.2f} s / {ours['stall_s']:.2f} s"
+                         f" = {aiokafka['stall_s'] / max(ours['stall_s'], 1e-9):.1f}x")
+            out.append(line)
         rdk = by.get("librdkafka-coop")
         if rdk is not None:
             ratio = rdk["unowned_s"] / max(coop["unowned_s"], 1e-9)

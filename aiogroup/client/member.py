@@ -458,6 +458,15 @@ class GroupMember:
         self._queue.put_nowait(_Call(start, accepted))
         self._notify()
 
+    async def wait_closed(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) until the member has left the group (CLOSED), as
+        it does by itself at the end of a :meth:`hand_off`; whether it has. Never raises."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wait_state({MemberState.CLOSED}, done), timeout)
+        return self._machine.state is MemberState.CLOSED
+
     @property
     def handing_off(self) -> bool:
         """:meth:`hand_off` was called (the member may have left already: see ``state``)."""

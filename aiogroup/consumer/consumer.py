@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
-from aiogroup.assignors.base import PartitionAssignor
+from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
 from aiogroup.client.logs import member_context
 from aiogroup.client.member import GroupMember, MemberClosedError
 from aiogroup.client.options import aiokafka_client_options, check_options, parameter_names
@@ -174,6 +174,7 @@ class Consumer:
         fetch_min_bytes: int = DEFAULTS.fetch_min_bytes,
         fetch_max_wait_ms: int = DEFAULTS.fetch_max_wait_ms,
         check_crcs: bool = DEFAULTS.check_crcs,
+        hand_off_on_close: bool = DEFAULTS.hand_off_on_close,
         session_timeout_ms: int = DEFAULTS.session_timeout_ms,
         heartbeat_interval_ms: int = DEFAULTS.heartbeat_interval_ms,
         rebalance_timeout_ms: int | None = DEFAULTS.rebalance_timeout_ms,
@@ -224,6 +225,7 @@ class Consumer:
             fetch_min_bytes=fetch_min_bytes,
             fetch_max_wait_ms=fetch_max_wait_ms,
             check_crcs=check_crcs,
+            hand_off_on_close=hand_off_on_close,
         )
         self._state = ConsumerState(FetchConfig.of(config))
         self.group_id = group_id
@@ -273,6 +275,9 @@ class Consumer:
         self._in_hand: dict[TopicPartition, int] = {}
         self._released: asyncio.Future[None] | None = None
         self._unyielded = 0
+        #: The task that last asked for records (close() hands off while it still reads).
+        self._reader: asyncio.Task[Any] | None = None
+        self._closing: asyncio.Future[None] | None = None
         #: Partitions whose ``on_partitions_revoked`` is running: no longer read, still owned.
         self._revoking: Partitions = frozenset()
 
@@ -298,19 +303,60 @@ class Consumer:
             self._spawn(self._auto_commit_loop(), "aiogroup-auto-commit")
         return self
 
-    async def close(self, timeout: float | None = None) -> None:
+    async def close(self, timeout: float | None = None, *, hand_off: bool | None = None) -> None:
         """Commit (auto-commit), revoke, leave the group and disconnect.
+
+        **Called while another task is reading** (``async for``, ``getmany``: the usual SIGTERM
+        handler), under the COOPERATIVE protocol, for a dynamic member that owns partitions, it
+        hands them off first, as :meth:`hand_off` does: that task keeps getting their records
+        until the round that moves them, its ``async for`` then ends, and the others take them
+        over a fraction of a heartbeat later instead of after a stop. ``hand_off=False`` (or
+        the option ``hand_off_on_close=False``) closes at once instead; called from the
+        reading task itself, or with nobody reading, there is no one to keep the records
+        flowing for, and it closes at once too.
 
         A rebalance under way is finished first (within three quarters of ``timeout``,
         default ``close_timeout_s``), so the final commit lands in a generation the broker
         accepts; only if it cannot (the membership is gone, or the time is up) are the
         partitions reported lost. Completes within ``timeout`` plus a few seconds of cleanup.
+        Several calls share one close.
         """
+        if self._closing is not None:
+            await asyncio.shield(self._closing)
+            return
         if self._closed:
             return
+        self._closing = asyncio.get_running_loop().create_future()
+        try:
+            await self._close(self._close_timeout if timeout is None else timeout, hand_off)
+        finally:
+            self._closing.set_result(None)
+
+    def _hand_off_now(self, asked: bool | None) -> bool:
+        """Whether close() hands off first: wanted, and someone reads while it does."""
+        if not (self.config.hand_off_on_close if asked is None else asked):
+            return False
+        reader = self._reader
+        member = self._member
+        return (
+            self._started
+            and reader is not None
+            and not reader.done()
+            and reader is not asyncio.current_task()
+            and member.protocol is RebalanceProtocol.COOPERATIVE
+            and member.group_instance_id is None  # a static member never leaves (KIP-345)
+            and bool(member.assignment)
+        )
+
+    async def _close(self, limit: float, hand_off: bool | None) -> None:
+        if self._hand_off_now(hand_off):
+            self.hand_off(limit)
+        if self._member.handing_off:
+            # The reader gets the records of the partitions being handed off until the round
+            # that moves them; the member then leaves by itself (or gives up, bounded).
+            await self._member.wait_closed(limit)
         self._closed = True
         self._release()  # closing: what was handed out is processed
-        limit = self._close_timeout if timeout is None else timeout
         for task in list(self._tasks):
             task.cancel()
         if self._control is not None and not self._control.done():
@@ -414,6 +460,7 @@ class Consumer:
         loop = asyncio.get_running_loop()
         self._polling += 1
         self._last_poll = loop.time()
+        self._reader = asyncio.current_task()
         try:
             if self._unyielded >= _YIELD_EVERY:
                 # The last calls found records buffered, so nothing in them awaited: let the

@@ -16,6 +16,7 @@ from aiogroup.consumer import Consumer
 from aiogroup.consumer.errors import ConsumerStoppedError
 from aiogroup.membership import MemberState
 from aiogroup.protocol.types import TopicPartition
+from aiogroup.testing import EmbeddedBroker
 from aiogroup.testing.fixtures import (  # noqa: F401 - fixtures are found by name
     BrokerHandle,
     kafka_broker,
@@ -81,13 +82,17 @@ class IterReader(Reader):
         self.ended_at = loop.time()
 
 
+@pytest.mark.parametrize("how", ["hand_off", "close"])
 async def test_hand_off_keeps_reading_until_the_round_that_moves_the_partitions(
     kafka_broker: BrokerHandle,  # noqa: F811
+    how: str,
 ) -> None:
-    """After ``hand_off()`` the leaving consumer goes on delivering its partitions' records
-    through its hand-off JoinGroup; its partitions are revoked (never lost), committed, and
-    picked up by the other member in the generation right after the hand-off round; every
-    record is read once; ``async for`` ends by itself once the member has left."""
+    """After ``hand_off()``, or a ``close()`` from another task while the application reads
+    (a SIGTERM handler: the default shutdown, issue 23.9), the leaving consumer goes on
+    delivering its partitions' records through its hand-off JoinGroup; its partitions are
+    revoked (never lost), committed, and picked up by the other member in the generation right
+    after the hand-off round; every record is read once; ``async for`` ends by itself once the
+    member has left."""
     topic, group = unique("t"), unique("g")
     make_topic(kafka_broker, topic, 6)
     loop = asyncio.get_running_loop()
@@ -107,12 +112,19 @@ async def test_hand_off_keeps_reading_until_the_round_that_moves_the_partitions(
                 handed = a.assignment()
                 hand_off_gen = a.member.generation_id
                 asked_at = loop.time()
-                a.hand_off()
-                assert a.handing_off
+                closing = None
+                if how == "hand_off":
+                    a.hand_off()
+                else:
+                    closing = asyncio.create_task(a.close())
+                await wait_for(lambda: a.handing_off, CONVERGE_S, "the hand-off to start")
                 await wait_for(lambda: ra.ended_at is not None, CONVERGE_S, "a's loop to end")
                 assert a.member.state is MemberState.CLOSED
+                if closing is not None:
+                    await asyncio.wait_for(closing, CONVERGE_S)
                 assert a.assignment() == frozenset()
-                with pytest.raises(ConsumerStoppedError, match="handed its partitions over"):
+                said = "handed its partitions over" if how == "hand_off" else "is closed"
+                with pytest.raises(ConsumerStoppedError, match=said):
                     await a.getmany(timeout_ms=10)
             await wait_for(
                 lambda: len(b.assignment()) == 6 and b.member.state is MemberState.STABLE,
@@ -219,3 +231,67 @@ async def test_hand_off_with_a_peer_as_the_leader(
         if e["event"] == "assigned" and {tuple(p) for p in e["partitions"]} & handed
     ]
     assert taken and taken[-1]["t"] >= revoked_at
+
+
+@pytest.mark.parametrize("case", ["from the reader", "opted out", "eager", "static"])
+async def test_close_stops_at_once_where_a_hand_off_would_not_help(
+    embedded_broker: EmbeddedBroker, case: str
+) -> None:
+    """``close()`` hands off only for someone still reading, under COOPERATIVE, for a dynamic
+    member (issue 23.9): called from the reading task itself, with ``hand_off_on_close=False``,
+    under an eager assignor or for a static member it revokes and leaves at once."""
+    topic, group = unique("t"), unique("g")
+    embedded_broker.create_topic(topic, 2)
+    options: dict[str, Any] = {
+        "opted out": {"hand_off_on_close": False},
+        "eager": {"assignors": ["range"]},
+        "static": {"group_instance_id": "i-1"},
+    }.get(case, {})
+    c = Consumer(embedded_broker.bootstrap, group, topics=[topic], session_timeout_ms=6000,
+                 heartbeat_interval_ms=200, **options)  # fmt: skip
+    await c.start()
+    try:
+        await c.member.wait_for_assignment(timeout=CONVERGE_S)
+        assert await c.getmany(timeout_ms=10) == {}  # a reader: this task
+        if case != "from the reader":
+            reader = asyncio.create_task(c.getmany(timeout_ms=60_000))
+            await wait_for(lambda: c._polling > 0, CONVERGE_S, "the reader to wait")
+            await c.close()
+            assert not c.handing_off
+            with pytest.raises(ConsumerStoppedError):
+                await reader
+            return
+        await c.close()
+        assert not c.handing_off
+    finally:
+        await c.close()
+
+
+async def test_close_from_a_signal_handler_hands_off_on_the_embedded_broker(
+    embedded_broker: EmbeddedBroker,
+) -> None:
+    """The default path, quickly: a reader iterates, close() is called from another task;
+    the reader is served until the member has left, and close() waits for that."""
+    topic, group = unique("t"), unique("g")
+    embedded_broker.create_topic(topic, 2)
+    c = Consumer(embedded_broker.bootstrap, group, topics=[topic], session_timeout_ms=6000,
+                 heartbeat_interval_ms=200)  # fmt: skip
+    await c.start()
+    ended = asyncio.Event()
+
+    async def read() -> None:
+        async for _ in c:
+            pass
+        ended.set()
+
+    reader = asyncio.create_task(read())
+    try:
+        await c.member.wait_for_assignment(timeout=CONVERGE_S)
+        await wait_for(lambda: c._polling > 0, CONVERGE_S, "the reader to wait")
+        await asyncio.wait_for(c.close(), CONVERGE_S)
+        assert c.handing_off and c.member.state is MemberState.CLOSED
+        await asyncio.wait_for(ended.wait(), CONVERGE_S)  # async for ended by itself
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+        await c.close()
