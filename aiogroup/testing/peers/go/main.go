@@ -253,6 +253,13 @@ func (p *peer) commit(parts []int32, sync bool) map[string]int64 {
 			}
 		}
 		if err != nil {
+			p.mu.Lock()
+			for part, eo := range offsets {
+				if p.sent[part] == eo.Offset {
+					delete(p.sent, part) // try it again later
+				}
+			}
+			p.mu.Unlock()
 			p.out.telemetry("commit_failed", map[string]any{
 				"generation_id": gen, "partitions": map[string]any{p.opt.topic: flat},
 				"error": err.Error(), "state": nil, "local": false, "error_code": errorCode(err),

@@ -268,6 +268,7 @@ public final class AiogroupJavaPeer {
         if (error == null) {
             out.telemetry("offsets_committed", fields("generation_id", gen, "offsets", offsetsByTopic(offsets), "started", started));
         } else {
+            offsets.forEach((tp, om) -> sent.remove(tp, om.offset())); // try it again later
             out.telemetry("commit_failed", fields("generation_id", gen, "partitions", offsetsByTopic(offsets),
                 "error", String.valueOf(error), "state", null, "local", false,
                 "error_code", code(error), "during_join", null, "started", started));
