@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -213,16 +213,20 @@ def callbacks(events: dict[str, list[dict[str, Any]]]) -> list[tuple[float, str,
 
 
 def moved_without_need(
-    events: dict[str, list[dict[str, Any]]], stops: Mapping[str, float]
+    events: dict[str, list[dict[str, Any]]],
+    stops: Mapping[str, float],
+    members: Collection[str] | None = None,
 ) -> list[str]:
     """Revocations KIP-429's cooperative protocol forbids: a partition revoked from a member
     that stays, which the next assignment gives back to the same member (it did not need to
     move). A member that leaves revokes everything: what it revoked after its SIGTERM
-    (``stops``) is exempt."""
+    (``stops``) is exempt. ``members``: judge only these (all by default)."""
     seq = callbacks(events)
     wrong = []
     for i, (t, member, kind, p) in enumerate(seq):
         if kind != "revoked" or t >= stops.get(member, float("inf")):
+            continue
+        if members is not None and member not in members:
             continue
         after = next(((m, tt) for tt, m, k, q in seq[i + 1 :] if q == p and k == "assigned"), None)
         if after is not None and after[0] == member:
