@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from aiogroup.testing.broker import ThreadedBroker
 from aiogroup.testing.fixtures import BrokerHandle
 from aiogroup.testing.maven import MavenFetchError, fetch_pinned, read_pins
 from aiogroup.testing.peers import JAVA_PINS, peer_command
@@ -118,3 +119,22 @@ def test_a_peer_command_line_carries_every_option(java_peer: list[str]) -> None:
         assert part in text
     with pytest.raises(ValueError, match="classic"):
         peer_command("java", bootstrap="h:1", group="g", topic="t", name="n", protocol="new")
+
+
+def test_a_timed_out_wait_shows_the_jvm_and_go_threads(
+    threaded_broker: ThreadedBroker, java_peer: list[str], franz_go_peer: list[str]
+) -> None:
+    """Diagnostics: the JVM's thread dump (SIGQUIT, on stdout) and franz-go's goroutines
+    (SIGUSR1, into the diagnostics folder), without killing either peer."""
+    handle = BrokerHandle("embedded", threaded_broker.bootstrap, threaded_broker)
+    create_topic(handle, "diag", 1)
+    with Peers(handle) as peers:
+        java = peers.start("java", group="g-diag", topic="diag", name="j")
+        go = peers.start("franz-go", group="g-diag", topic="diag", name="f")
+        java.wait_for(lambda _: java.owned() is not None and go.owned() is not None, "both up")
+        with pytest.raises(AssertionError) as caught:
+            java.wait_for(lambda _: False, "something that never happens", timeout=1)
+        text = str(caught.value)
+        assert "JNI global refs" in text and "java.lang.Thread.State" in text  # the JVM's
+        assert "goroutine " in text and "pkg/kgo" in text  # franz-go's
+        assert java.proc.poll() is None and go.proc.poll() is None
