@@ -560,7 +560,11 @@ public final class AiogroupJavaPeer {
         }
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             peer.stopping = true;
-            peer.consumer.wakeup();
+            try {
+                peer.consumer.wakeup();
+            } catch (RuntimeException e) {
+                // already closed: the main thread is done
+            }
             try {
                 peer.finished.await(30, TimeUnit.SECONDS);
             } catch (InterruptedException e) {
