@@ -189,9 +189,14 @@ class JsonlTelemetry:
         *,
         leader: bool | None = None,
         group_instance_id: str | None = None,
+        rebalance_protocol: str | None = None,
         **extra: Any,
     ) -> None:
-        """The member completed JoinGroup (and learnt its member_id and generation_id)."""
+        """The member completed JoinGroup (and learnt its member_id and generation_id).
+
+        ``rebalance_protocol``: the one the member runs, if it knows (KIP-429: the highest
+        every assignor it offers supports, so ``[cooperative-sticky, range]`` runs eager in a
+        group whose protocol is cooperative-sticky); by default guessed from ``protocol``."""
         self.group_id = group_id
         self.member_id = member_id
         self.generation_id = generation_id
@@ -199,7 +204,7 @@ class JsonlTelemetry:
             "joined",
             generation_id=generation_id,
             protocol=protocol,
-            rebalance_protocol=rebalance_protocol_of(protocol),
+            rebalance_protocol=rebalance_protocol or rebalance_protocol_of(protocol),
             leader=leader,
             group_instance_id=group_instance_id,
             **extra,
@@ -214,6 +219,7 @@ class JsonlTelemetry:
         started: float,
         ended: float,
         error: str | None,
+        rebalance_protocol: str | None,
     ) -> None:
         try:
             grouped = _grouped(partitions)
@@ -226,7 +232,7 @@ class JsonlTelemetry:
             event_type,
             generation_id=generation_id,
             protocol=protocol,
-            rebalance_protocol=rebalance_protocol_of(protocol),
+            rebalance_protocol=rebalance_protocol or rebalance_protocol_of(protocol),
             partitions=grouped,
             started=float(started),
             ended=float(ended),
@@ -242,10 +248,18 @@ class JsonlTelemetry:
         ended: float,
         *,
         error: str | None = None,
+        rebalance_protocol: str | None = None,
     ) -> None:
         """The assigned callback ran from ``started`` to ``ended`` (incremental under KIP-429)."""
         self._partitions_event(
-            "partitions_assigned", partitions, generation_id, protocol, started, ended, error
+            "partitions_assigned",
+            partitions,
+            generation_id,
+            protocol,
+            started,
+            ended,
+            error,
+            rebalance_protocol,
         )
 
     def partitions_revoked(
@@ -257,10 +271,18 @@ class JsonlTelemetry:
         ended: float,
         *,
         error: str | None = None,
+        rebalance_protocol: str | None = None,
     ) -> None:
         """The revoked callback ran from ``started`` to ``ended``."""
         self._partitions_event(
-            "partitions_revoked", partitions, generation_id, protocol, started, ended, error
+            "partitions_revoked",
+            partitions,
+            generation_id,
+            protocol,
+            started,
+            ended,
+            error,
+            rebalance_protocol,
         )
 
     def partitions_lost(
@@ -272,10 +294,18 @@ class JsonlTelemetry:
         ended: float,
         *,
         error: str | None = None,
+        rebalance_protocol: str | None = None,
     ) -> None:
         """The lost callback (KIP-429 ``onPartitionsLost``) ran from ``started`` to ``ended``."""
         self._partitions_event(
-            "partitions_lost", partitions, generation_id, protocol, started, ended, error
+            "partitions_lost",
+            partitions,
+            generation_id,
+            protocol,
+            started,
+            ended,
+            error,
+            rebalance_protocol,
         )
 
     def rebalance_completed(self, generation_id: int | None, latency_s: float) -> None:

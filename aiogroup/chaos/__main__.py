@@ -25,7 +25,7 @@ from pathlib import Path
 
 from aiogroup.chaos.brokers import BROKERS, start_broker
 from aiogroup.chaos.checker import RunLog, Verdict, check, summarize
-from aiogroup.chaos.member import KINDS
+from aiogroup.chaos.member import DEFAULT_KINDS, KINDS
 from aiogroup.chaos.report import markdown_table
 from aiogroup.chaos.runner import EVENT_KINDS, ChaosConfig, run_once
 
@@ -54,7 +54,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--partitions", type=int, help="partitions (default: 6-16 from the seed)")
     p.add_argument("--session-ms", type=int, default=3000)
     p.add_argument("--rebalance-ms", type=int, default=10000)
-    p.add_argument("--kinds", type=_csv(KINDS), default=KINDS, help="member kinds to mix")
+    p.add_argument(
+        "--kinds",
+        type=_csv(KINDS),
+        default=DEFAULT_KINDS,
+        help=f"member kinds to mix (default {','.join(DEFAULT_KINDS)}; java and franz-go too)",
+    )
     p.add_argument("--events", type=_csv(EVENT_KINDS), default=EVENT_KINDS, help="event kinds")
     p.add_argument("--out", type=Path, default=Path("chaos-runs"), help="where runs are written")
     p.add_argument("--keep", action="store_true", help="keep member logs of passing runs too")

@@ -12,9 +12,16 @@ KIND is one of :data:`KINDS`:
     a confluent-kafka consumer processing records, committing every second and on revocation;
 ``kafka-python``
     a kafka-python 3 consumer, the same but for the commit on revocation (its listeners run
-    on its IO thread, where a blocking commit is refused).
+    on its IO thread, where a blocking commit is refused);
+``java``, ``franz-go``
+    Apache Kafka's Java ``KafkaConsumer`` and franz-go, our peer programs of
+    :mod:`aiogroup.testing.peers` (built on first use): this process becomes the peer
+    (``exec``), which processes records, commits every second and on revocation, and writes
+    the same telemetry itself. They are not drawn by default (:data:`DEFAULT_KINDS`): ask for
+    them with ``--kinds``.
 
-All use the cooperative-sticky assignor (KIP-429) and write one JSON Lines file in the shared
+All use the cooperative-sticky assignor (KIP-429; ``--assignors`` changes it for every kind but
+kafka-python) and write one JSON Lines file in the shared
 telemetry schema (:mod:`aiogroup.telemetry`) to ``--dir``: ``joined``, the rebalance callbacks,
 ``processed`` (records handed to the application, per partition and batch, stamped when the
 poll returned), ``offsets_committed`` (with the time the commit was sent), ``commit_failed``,
@@ -33,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -43,7 +51,7 @@ from typing import Any
 from aiogroup.protocol.types import TopicPartition
 from aiogroup.telemetry import JsonlTelemetry
 
-__all__ = ["CLIENT_OF", "KINDS", "main"]
+__all__ = ["CLIENT_OF", "DEFAULT_KINDS", "KINDS", "PEER_KINDS", "main"]
 
 #: Member kinds and the client (library) each runs: violations are attributed to the client.
 CLIENT_OF = {
@@ -51,8 +59,14 @@ CLIENT_OF = {
     "aiogroup-consumer": "aiogroup",
     "librdkafka": "librdkafka",
     "kafka-python": "kafka-python",
+    "java": "java",
+    "franz-go": "franz-go",
 }
 KINDS = tuple(CLIENT_OF)
+#: Kinds that are programs of :mod:`aiogroup.testing.peers` (a JDK or Go builds them).
+PEER_KINDS = ("java", "franz-go")
+#: The kinds a run draws from unless told (the seeds' plans keep their meaning).
+DEFAULT_KINDS = tuple(k for k in KINDS if k not in PEER_KINDS)
 ASSIGNOR = "cooperative-sticky"
 #: Records handed to the application per poll (small batches: fine-grained evidence).
 MAX_RECORDS = 50
@@ -80,7 +94,7 @@ def _common_options(args: argparse.Namespace, telemetry: JsonlTelemetry) -> dict
     """The options both aiogroup kinds take alike."""
     return {
         "topics": [args.topic],
-        "assignors": [ASSIGNOR],
+        "assignors": args.assignors.split(","),
         "group_instance_id": args.instance_id or None,
         "session_timeout_ms": args.session_ms,
         "heartbeat_interval_ms": args.heartbeat_ms,
@@ -211,7 +225,7 @@ def run_librdkafka(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
         "client.id": args.name,
-        "partition.assignment.strategy": ASSIGNOR,
+        "partition.assignment.strategy": args.assignors,
         "session.timeout.ms": args.session_ms,
         "heartbeat.interval.ms": args.heartbeat_ms,
         "max.poll.interval.ms": max(args.rebalance_ms, args.session_ms),
@@ -250,7 +264,7 @@ def run_librdkafka(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
             commit("revoke")  # what was processed, before it moves
 
     recorder = ConfluentRecorder(
-        telemetry, protocol=ASSIGNOR, group_id=args.group, on_revoke=on_revoke
+        telemetry, protocol=args.assignors.split(",")[0], group_id=args.group, on_revoke=on_revoke
     )
     callbacks = recorder.callbacks()
     consumer.subscribe([args.topic], **callbacks)
@@ -371,6 +385,31 @@ def _record_kafka_python_leader(
     coordinator._perform_assignment = recorded
 
 
+def exec_peer(args: argparse.Namespace) -> None:
+    """Become the ``java`` or ``franz-go`` peer (built first if needed): same pid, so the
+    runner's signals reach it; it writes the telemetry itself."""
+    from aiogroup.testing.peers import peer_command
+
+    argv = peer_command(
+        args.kind,
+        bootstrap=args.bootstrap,
+        group=args.group,
+        topic=args.topic,
+        name=args.name,
+        assignors=args.assignors.split(","),
+        instance_id=args.instance_id,
+        session_ms=args.session_ms,
+        heartbeat_ms=args.heartbeat_ms,
+        rebalance_ms=max(args.rebalance_ms, args.session_ms),
+        commit_every_ms=1000,
+        max_records=MAX_RECORDS,
+        telemetry_dir=args.dir,
+    )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(argv[0], argv)
+
+
 # -- entry point -----------------------------------------------------------------------------
 
 
@@ -383,6 +422,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--name", required=True)
     parser.add_argument("--dir", required=True, help="telemetry directory")
     parser.add_argument("--instance-id", default="", help="static membership (KIP-345)")
+    parser.add_argument(
+        "--assignors", default=ASSIGNOR, help="comma-separated (not for kafka-python)"
+    )
     parser.add_argument("--session-ms", type=int, default=3000)
     parser.add_argument("--heartbeat-ms", type=int, default=500)
     parser.add_argument("--rebalance-ms", type=int, default=10000)
@@ -399,6 +441,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.kind in PEER_KINDS:
+        try:
+            exec_peer(args)  # returns only if it could not be built or started
+        except Exception as exc:
+            with JsonlTelemetry(args.dir, args.name, client=CLIENT_OF[args.kind]) as telemetry:
+                _error(telemetry, "exec", exc)
+            raise
     telemetry = JsonlTelemetry(
         args.dir, args.name, client=CLIENT_OF[args.kind], group_id=args.group
     )

@@ -4,7 +4,8 @@ One run:
 
 1. a fresh topic (6-16 partitions) and group; a producer writes a trickle of records;
 2. the initial members start, each in its own process (:mod:`aiogroup.chaos.member`), of
-   mixed kinds (aiogroup ``GroupMember``, ``aiogroup.Consumer``, librdkafka, kafka-python);
+   mixed kinds (aiogroup ``GroupMember``, ``aiogroup.Consumer``, librdkafka, kafka-python;
+   on request the Java and franz-go peers);
 3. the plan's events, one every 1-4 s for ``duration`` seconds: joins, graceful leaves
    (SIGTERM), SIGKILL, SIGSTOP past the session, SIGSTOP timed to land while an aiogroup
    member is rejoining (the member's own ``state`` lines tell when), connection cuts and broker
@@ -41,7 +42,7 @@ from typing import Any
 
 from aiogroup.chaos.brokers import ChaosBroker
 from aiogroup.chaos.checker import RunLog, Verdict, check, holdings, read_complete_lines
-from aiogroup.chaos.member import CLIENT_OF, KINDS
+from aiogroup.chaos.member import CLIENT_OF, DEFAULT_KINDS
 
 __all__ = ["EVENT_KINDS", "ChaosConfig", "Plan", "Step", "make_plan", "run_once"]
 
@@ -73,7 +74,7 @@ class ChaosConfig:
     session_ms: int = 3000
     heartbeat_ms: int = 500
     rebalance_ms: int = 10000
-    kinds: tuple[str, ...] = KINDS
+    kinds: tuple[str, ...] = DEFAULT_KINDS
     events: tuple[str, ...] = EVENT_KINDS
     #: Records per second written while the run lasts.
     produce_rate: float = 20.0

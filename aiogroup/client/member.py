@@ -158,6 +158,7 @@ class _TelemetryListener:
                 started,
                 time.time(),
                 error=error,
+                rebalance_protocol=self._member.protocol.name.lower(),
             )
 
     async def on_partitions_revoked(self, partitions: Partitions) -> None:
@@ -713,6 +714,7 @@ class GroupMember:
                 event.protocol_name,
                 leader=event.leader == event.member_id,
                 group_instance_id=self.group_instance_id,
+                rebalance_protocol=self.protocol.name.lower(),
             )
         elif (
             isinstance(event, ev.JoinGroupFailed | ev.SyncGroupFailed)

@@ -23,9 +23,14 @@ pytest-asyncio in both its ``strict`` (default) and ``auto`` modes.
   ``handle.apache`` (topics, the processes). Tests that need Kafka's exact group semantics can
   ``handle.require_kafka_semantics()`` to skip on Tansu.
 
+* ``java_peer`` and ``franz_go_peer`` (session scope): the command lines of the Java
+  ``KafkaConsumer`` and franz-go peers of :mod:`aiogroup.testing.peers`, built once (skipped,
+  with the reason, when there is no JDK or no Go).
+
 The ``tansu``, ``kafka23`` and ``kafka`` parameters carry the ``tansu`` / ``kafka23`` /
 ``docker`` markers, so ``-m "not docker"`` deselects them. With ``AIOGROUP_REQUIRE_KAFKA=1`` in
-the environment (CI sets it) Kafka 2.3 being unavailable fails the tests instead of skipping.
+the environment (CI sets it) Kafka 2.3 or a peer being unavailable fails the tests instead of
+skipping.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ __all__ = [
     "BrokerHandle",
     "apache_kafka",
     "embedded_broker",
+    "franz_go_peer",
+    "java_peer",
     "kafka_broker",
     "start_broker",
     "threaded_broker",
@@ -228,3 +235,27 @@ def kafka_broker(request: pytest.FixtureRequest) -> Iterator[BrokerHandle]:
         return
     with start_broker(request.param) as handle:
         yield handle
+
+
+def _peer_program(kind: str) -> list[str]:
+    from aiogroup.testing.peers import PeerUnavailableError, program
+
+    try:
+        return program(kind)
+    except PeerUnavailableError as exc:
+        message = f"the {kind} peer cannot be built here: {exc}"
+        if os.environ.get("AIOGROUP_REQUIRE_KAFKA") == "1":
+            pytest.fail(f"{message} (AIOGROUP_REQUIRE_KAFKA=1)", pytrace=False)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def java_peer() -> list[str]:
+    """The Java ``KafkaConsumer`` peer's command line without options, built once."""
+    return _peer_program("java")
+
+
+@pytest.fixture(scope="session")
+def franz_go_peer() -> list[str]:
+    """The franz-go peer's command line without options, built once."""
+    return _peer_program("franz-go")

@@ -220,6 +220,21 @@ def test_kafka_python_listener(tmp_path: Path) -> None:
     assert all(e["client"] == "kafka-python" for e in events)
 
 
+def test_a_member_running_eager_under_a_cooperative_group_protocol_says_so(
+    tmp_path: Path,
+) -> None:
+    """[cooperative-sticky, range] in a group whose vote picked cooperative-sticky runs eager
+    (KIP-429): the member tells its own protocol; the name alone would say cooperative."""
+    t = JsonlTelemetry(tmp_path, "m", clock=FakeClock())
+    t.joined("g", "m-1", 3, "cooperative-sticky", rebalance_protocol="eager")
+    t.partitions_assigned([TopicPartition("t", 0)], 3, "cooperative-sticky", 1.0, 2.0,
+                          rebalance_protocol="eager")  # fmt: skip
+    t.joined("g", "m-1", 4, "cooperative-sticky")
+    t.close()
+    events = read_events(tmp_path)
+    assert [e["rebalance_protocol"] for e in events[:3]] == ["eager", "eager", "cooperative"]
+
+
 def test_observe_records_generations_without_callbacks(tmp_path: Path) -> None:
     from aiogroup.telemetry import ConfluentRecorder
 

@@ -1,7 +1,9 @@
 """Real-client peers for the conformance scenarios: consumer processes and their events.
 
-Each :class:`Peer` is a librdkafka (confluent-kafka) or kafka-python consumer in its own process
-(``peer.py``) writing JSON-line events that a reader thread collects.
+Each :class:`Peer` is a consumer in its own process writing JSON-line events that a reader
+thread collects: librdkafka (confluent-kafka) or kafka-python (``peer.py``), or Apache Kafka's
+Java client or franz-go (the programs of :mod:`aiogroup.testing.peers`, kinds ``java`` and
+``franz-go``, which speak the same protocol).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from aiogroup.testing.fixtures import BrokerHandle
+from aiogroup.testing.peers import KINDS as PROGRAM_KINDS
+from aiogroup.testing.peers import peer_command
 
 PEER = Path(__file__).with_name("peer.py")
 SESSION_MS = 6000
@@ -54,28 +58,45 @@ class Peer:
         self.handle = handle
         self.group = group
         self.wait_s: float = settings(handle)["wait"]
-        cmd = [
-            sys.executable,
-            str(PEER),
-            kind,
-            "--bootstrap",
-            handle.bootstrap,
-            "--group",
-            group,
-            "--topic",
-            topic,
-            "--name",
-            name,
-            "--assignors",
-            assignors,
-            "--session-ms",
-            str(SESSION_MS),
-            "--heartbeat-ms",
-            str(settings(handle)["heartbeat_ms"]),
-        ]
-        if instance_id:
-            cmd += ["--instance-id", instance_id]
+        if kind in PROGRAM_KINDS:
+            cmd = peer_command(
+                kind,
+                bootstrap=handle.bootstrap,
+                group=group,
+                topic=topic,
+                name=name,
+                assignors=assignors.split(","),
+                instance_id=instance_id,
+                session_ms=SESSION_MS,
+                heartbeat_ms=settings(handle)["heartbeat_ms"],
+                commit_every_ms=0,  # commits on "commit" (and on revocation) only, as peer.py
+                commands=True,
+            )
+        else:
+            cmd = [
+                sys.executable,
+                str(PEER),
+                kind,
+                "--bootstrap",
+                handle.bootstrap,
+                "--group",
+                group,
+                "--topic",
+                topic,
+                "--name",
+                name,
+                "--assignors",
+                assignors,
+                "--session-ms",
+                str(SESSION_MS),
+                "--heartbeat-ms",
+                str(settings(handle)["heartbeat_ms"]),
+            ]
+            if instance_id:
+                cmd += ["--instance-id", instance_id]
         self.events: list[dict[str, Any]] = []
+        #: stdout lines that are not events (a JVM's thread dump on SIGQUIT).
+        self.noise: list[str] = []
         # Shared by every peer of a scenario: predicates may look at several peers.
         self.cond = cond or threading.Condition()
         self.siblings = siblings if siblings is not None else [self]
@@ -100,6 +121,7 @@ class Peer:
             try:
                 event = json.loads(line)
             except ValueError:
+                self.noise.append(line)
                 continue
             with self.cond:
                 self.events.append(event)
@@ -125,7 +147,15 @@ class Peer:
 
     def diagnostics(self) -> str:
         """The peer's thread dump (asked for now, waited for up to 2 s) and stderr tail."""
-        if self.proc.poll() is None:
+        if self.kind == "java":  # the JVM prints its threads on stdout on SIGQUIT
+            if self.proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    self.proc.send_signal(signal.SIGQUIT)
+                deadline = time.monotonic() + 2
+                while time.monotonic() < deadline and not any("JNI" in n for n in self.noise):
+                    time.sleep(0.05)  # polling for the dump's last line, bounded
+            (self.diag / f"{self.name}-jvm.txt").write_text("".join(self.noise))
+        elif self.proc.poll() is None:
             with contextlib.suppress(OSError):
                 self.proc.send_signal(signal.SIGUSR1)
             deadline = time.monotonic() + 2
