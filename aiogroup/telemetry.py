@@ -797,3 +797,21 @@ class AiokafkaListener(AiokafkaRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         await self._run("assigned", assigned)
+
+    async def stop(self) -> None:
+        """Stop the consumer, recording that its partitions were given up.
+
+        aiokafka's ``stop()`` leaves the group without calling ``on_partitions_revoked``
+        (Java's ``close()`` calls it), so without this the audit would see the member own its
+        last partitions for ever. Recorded as a revocation from the start of the stop to its
+        end, with no callback run.
+        """
+        held = list(self.consumer.assignment())
+        generation = self._generation()
+        started = self.telemetry.clock()
+        await self.consumer.stop()
+        if held:
+            tps = [TopicPartition(p.topic, p.partition) for p in held]
+            self.telemetry.partitions_revoked(
+                tps, generation, self.protocol, started, self.telemetry.clock()
+            )

@@ -370,7 +370,9 @@ def _member_aiokafka(args: argparse.Namespace, loop: MemberLoop) -> None:
                 if loop.on_tick is not None:
                     loop.on_tick()
         finally:
-            await consumer.stop()  # commits nothing more (manual commits), revokes, leaves
+            # commits nothing more (manual commits) and leaves; aiokafka runs no revocation
+            # callback on stop, so the listener records the release itself
+            await listener.stop()
         telemetry.close()
 
     asyncio.run(main())
