@@ -688,7 +688,7 @@ class GroupInspector:
         reached (it is looked up again on the next call)."""
         from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
-        from aiogroup.client.transport import COORDINATOR_ERRORS, _WireRequest
+        from aiogroup.client.transport import COORDINATOR_ERRORS, Request
 
         group_id = self.group_id
         transport = self._transport
@@ -696,9 +696,8 @@ class GroupInspector:
         def build(version: int) -> Any:
             return DescribeGroupsRequest(groups=[group_id], include_authorized_operations=False)
 
-        request = _WireRequest("DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse,
-                               build)
-        response = await transport._to_coordinator(request)
+        request = Request("DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, build)
+        response = await transport.send_to_coordinator(request)
         if len(response.groups) != 1:
             from aiogroup.errors import RemoteProtocolError
 
@@ -724,9 +723,9 @@ class GroupInspector:
         node = transport.coordinator_id
         coordinator = ""
         if node is not None:
-            meta = transport._client.cluster.broker_metadata(node)
-            if meta is not None:
-                coordinator = f"{meta.host}:{meta.port} (node {node})"
+            address = transport.address(node)
+            if address is not None:
+                coordinator = f"{address} (node {node})"
         described = parse_group(
             group_id,
             str(g.group_state or ""),

@@ -180,6 +180,9 @@ class GroupMember:
     (plain or ``async`` methods). ``group_instance_id`` makes the member static (KIP-345): it
     never sends LeaveGroup, and FENCED_INSTANCE_ID is fatal. Extra keyword arguments go to
     aiokafka's client (``security_protocol``, ``ssl_context``, ``sasl_mechanism``, ...).
+    ``config`` gives the options as one :class:`~aiogroup.config.GroupConfig` instead;
+    ``transport`` a :class:`~aiogroup.client.transport.Transport` to send through (tests drive
+    the member with :class:`aiogroup.testing.ScriptedTransport`, whose broker is a script).
     """
 
     def __init__(
@@ -203,6 +206,7 @@ class GroupMember:
         rack_id: str | None = GROUP_DEFAULTS.rack_id,
         client_id: str = GROUP_DEFAULTS.client_id,
         config: GroupConfig | None = None,
+        transport: Transport | None = None,
         telemetry: Any = None,
         metrics: MetricsSink | None = None,
         enable_auto_commit: bool = False,
@@ -256,14 +260,22 @@ class GroupMember:
             ),
             metrics=sink,
         )
-        self._transport = Transport(
-            bootstrap_servers,
-            group_id,
-            client_id=config.client_id,
-            request_timeout_ms=config.request_timeout_ms,
-            join_timeout_ms=config.rebalance_timeout + 5_000,
-            **client_options,
-        )
+        if transport is not None:
+            if client_options:
+                raise ConfigurationError(
+                    "client options go to the transport aiogroup builds; with transport= "
+                    f"given, set them on it ({', '.join(sorted(client_options))})"
+                )
+            self._transport = transport
+        else:
+            self._transport = Transport(
+                bootstrap_servers,
+                group_id,
+                client_id=config.client_id,
+                request_timeout_ms=config.request_timeout_ms,
+                join_timeout_ms=config.rebalance_timeout + 5_000,
+                **client_options,
+            )
         self._offsets_source = offsets_source
         self._telemetry = telemetry
         self._listener: Any = _TelemetryListener(self, listener) if telemetry else listener
@@ -297,6 +309,13 @@ class GroupMember:
         self._limited = logs.RateLimitedLog(log)
 
     # ------------------------------------------------------------------ public queries
+
+    @property
+    def transport(self) -> Transport:
+        """The transport the member's requests go through (a :class:`Transport` over aiokafka's
+        connections, or the one given as ``transport=``): its ``send``, ``send_to_coordinator``
+        and ``address`` serve the consumer's fetcher and the group inspector too."""
+        return self._transport
 
     @property
     def member_id(self) -> str:

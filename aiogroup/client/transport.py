@@ -3,7 +3,7 @@
 aiokafka's :class:`~aiokafka.client.AIOKafkaClient` owns connections, bootstrap, cluster
 metadata, TLS and SASL, and negotiates ApiVersions on every connection. Request and response
 schemas come from kafka-python 3's schema-driven messages (every version, flexible versions
-included). :class:`_WireRequest` adapts one to what aiokafka's connection expects of a request
+included). :class:`Request` adapts one to what aiokafka's connection expects of a request
 (``prepare(versions)`` picking the version, header, body and response decoding).
 
 Broker error codes come back as data (``error_code`` fields of the result types below), for the
@@ -73,8 +73,11 @@ __all__ = [
     "BrokerUnreachableError",
     "CommittedOffset",
     "CoordinatorUnreachableError",
+    "DecodeFailed",
     "JoinGroupResult",
     "JoinedMember",
+    "PreparedRequest",
+    "Request",
     "Transport",
     "UnsupportedApiVersionError",
 ]
@@ -172,7 +175,7 @@ class OffsetFetchResult:
 # --------------------------------------------------------------------------- the adapter
 
 
-class _Header:
+class _Header:  # what aiokafka's connection calls on a header
     """What aiokafka needs of a request header: ``encode()``."""
 
     def __init__(self, data: bytes) -> None:
@@ -187,13 +190,18 @@ class _ResponseHeader:
         self.correlation_id = correlation_id
 
 
-class _DecodeFailed:
+class DecodeFailed:
+    """An answer that could not be decoded (``exc`` says why)."""
+
     def __init__(self, exc: Exception) -> None:
         self.exc = exc
 
 
-class _PreparedRequest:
-    """One request at one version, shaped like aiokafka's ``RequestStruct``."""
+class PreparedRequest:
+    """One request at one version, shaped like aiokafka's ``RequestStruct``: the header and body
+    bytes (``build_request_header``, ``encode``) and the decoding of the answer's bytes
+    (``parse_response_header``, then ``decode``; an undecodable answer decodes to a
+    :class:`DecodeFailed`)."""
 
     def __init__(self, message: Any, response_cls: Any, version: int) -> None:
         self._message = message
@@ -222,13 +230,13 @@ class _PreparedRequest:
     def parse_response_header(self, buffer: io.BytesIO) -> _ResponseHeader:
         data = buffer.read()
         if len(data) < 4:
-            self._decoded = _DecodeFailed(RemoteProtocolError("response shorter than its header"))
+            self._decoded = DecodeFailed(RemoteProtocolError("response shorter than its header"))
             return _ResponseHeader(-1)
         (correlation_id,) = struct.unpack_from(">i", data, 0)
         try:
             self._decoded = self._response_cls.decode(data, version=self.API_VERSION, header=True)
         except Exception as exc:  # the schema decoder raises many kinds; keep ours only
-            self._decoded = _DecodeFailed(exc)
+            self._decoded = DecodeFailed(exc)
         return _ResponseHeader(correlation_id)
 
     def decode(self, _buffer: io.BytesIO) -> Any:
@@ -238,12 +246,14 @@ class _PreparedRequest:
         return f"{type(self._message).__name__}_v{self.API_VERSION}"
 
 
-class _WireRequest:
+class Request:
     """A request whose version is chosen per connection (aiokafka's ``Request`` shape).
 
-    ``build(version)`` returns the kafka-python message for that version, so fields that change
-    shape across versions (LeaveGroup's batch form, FindCoordinator's key list) are handled by the
-    caller in one place.
+    ``api`` is its name in :data:`API_VERSIONS`; ``build(version)`` returns the kafka-python
+    message for that version, so fields that change shape across versions (LeaveGroup's batch
+    form, FindCoordinator's key list) are handled by the caller in one place. After a send,
+    ``version`` is the version that was used. :meth:`prepare` picks it against a broker's
+    ApiVersions and encodes: a transport (the real one, or a scripted fake) sends what it gives.
     """
 
     def __init__(
@@ -259,7 +269,7 @@ class _WireRequest:
         self._build = build
         self.version = -1
 
-    def prepare(self, broker_versions: Mapping[int, tuple[int, int]]) -> _PreparedRequest:
+    def prepare(self, broker_versions: Mapping[int, tuple[int, int]]) -> PreparedRequest:
         ours = API_VERSIONS[self.api]
         theirs = broker_versions.get(self.API_KEY)
         if theirs is None:
@@ -270,7 +280,16 @@ class _WireRequest:
                 f"{self.api}: we speak {ours[0]}-{ours[1]}, the broker {theirs[0]}-{theirs[1]}"
             )
         self.version = version
-        return _PreparedRequest(self._build(version), self._response_cls, version)
+        return PreparedRequest(self._build(version), self._response_cls, version)
+
+    def answer(self, decoded: Any) -> Any:
+        """What a prepared request decoded its answer to, or a
+        :class:`~aiogroup.errors.RemoteProtocolError` for an answer that did not decode."""
+        if isinstance(decoded, DecodeFailed):
+            raise RemoteProtocolError(
+                f"undecodable {self.api} v{self.version} response: {decoded.exc!r}"
+            ) from decoded.exc
+        return decoded
 
 
 # --------------------------------------------------------------------------- the transport
@@ -381,12 +400,76 @@ class Transport:
             log.info("coordinator %s marked dead for group %s", self._coordinator_id, self.group_id)
         self._coordinator_id = None
 
+    # ------------------------------------------------------------------ the seam
+
+    async def send(
+        self,
+        node_id: int | None,
+        request: Request,
+        *,
+        coordination: bool = False,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send ``request`` to broker ``node_id`` (None: any broker this client knows) and
+        return kafka-python's decoded answer, within ``timeout`` (default: the request
+        timeout). ``coordination``: on the group connection (which a held JoinGroup blocks).
+
+        Raises :class:`~aiogroup.errors.BrokerUnreachableError` when the broker cannot be
+        reached, :class:`~aiogroup.errors.AuthenticationError` when TLS or SASL refuses us and
+        :class:`~aiogroup.errors.RemoteProtocolError` for an answer that cannot be decoded.
+        """
+        return await self._send(
+            self.any_node() if node_id is None else node_id,
+            request,
+            coordination=coordination,
+            timeout=timeout,
+        )
+
+    async def send_to_coordinator(
+        self, request: Request, *, timeout: float | None = None, coordination: bool = True
+    ) -> Any:
+        """Send ``request`` to the group's coordinator (looked up first if unknown); forgets
+        the coordinator when it cannot be reached or answers that it moved, so the next call
+        looks it up again. Raises :class:`~aiogroup.errors.CoordinatorUnreachableError`."""
+        node_id = await self.find_coordinator()
+        try:
+            response = await self.send(
+                node_id, request, coordination=coordination, timeout=timeout
+            )
+        except BrokerUnreachableError as exc:
+            self.coordinator_dead()
+            if isinstance(exc, CoordinatorUnreachableError):
+                raise
+            raise CoordinatorUnreachableError(f"the coordinator: {exc}") from exc
+        code = getattr(response, "error_code", 0)
+        if code in COORDINATOR_ERRORS:
+            self.coordinator_dead()
+        return response
+
+    def any_node(self) -> int:
+        """A broker this client knows (for requests any broker answers)."""
+        node = self._client.get_random_node()
+        if node is None:
+            self._client.force_metadata_update()
+            raise BrokerUnreachableError("no broker known (metadata is empty)")
+        return int(node)
+
+    def address(self, node_id: int) -> str | None:
+        """``host:port`` of broker ``node_id`` as the cluster metadata has it (None: unknown)."""
+        broker = self._client.cluster.broker_metadata(node_id)
+        return None if broker is None else f"{broker.host}:{broker.port}"
+
+    async def refresh_metadata(self) -> None:
+        """Refresh the cluster view (brokers and leaders), bounded by the request timeout, so
+        brokers named in an answer (a new leader, the coordinator) can be reached."""
+        await asyncio.wait_for(self._client.force_metadata_update(), self._timeout)
+
     # ------------------------------------------------------------------ plumbing
 
     async def _send(
         self,
         node_id: int,
-        request: _WireRequest,
+        request: Request,
         *,
         coordination: bool,
         timeout: float | None = None,
@@ -416,22 +499,14 @@ class Transport:
             raise BrokerUnreachableError(f"{request.api} to node {node_id}: {exc!r}") from exc
         if node_id in self.reachability.unreachable:
             self.reachability.answered(
-                node_id, self._address(node_id), asyncio.get_running_loop().time()
+                node_id, self.address(node_id) or "?", asyncio.get_running_loop().time()
             )
-        if isinstance(response, _DecodeFailed):
-            raise RemoteProtocolError(
-                f"undecodable {request.api} v{request.version} response: {response.exc!r}"
-            ) from response.exc
-        return response
-
-    def _address(self, node_id: int) -> str:
-        broker = self._client.cluster.broker_metadata(node_id)
-        return "?" if broker is None else f"{broker.host}:{broker.port}"
+        return request.answer(response)
 
     def _unreachable(self, node_id: int, exc: BaseException) -> None:
         reason = str(exc) or type(exc).__name__
         self.reachability.failed(
-            node_id, self._address(node_id), reason, asyncio.get_running_loop().time()
+            node_id, self.address(node_id) or "?", reason, asyncio.get_running_loop().time()
         )
 
     async def _connect_refused(self, node_id: int, timeout: float) -> AuthenticationError | None:
@@ -442,13 +517,6 @@ class Transport:
         return await diagnose(
             broker.host, broker.port, self._security, client_id=self.client_id, timeout=timeout
         )
-
-    def _any_node(self) -> int:
-        node = self._client.get_random_node()
-        if node is None:
-            self._client.force_metadata_update()
-            raise BrokerUnreachableError("no broker known (metadata is empty)")
-        return int(node)
 
     async def find_coordinator(self) -> int:
         """Look up (or return the cached) coordinator of our group; its node id."""
@@ -462,10 +530,10 @@ class Transport:
                     return FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id])
                 return FindCoordinatorRequest(key=group_id, key_type=0)
 
-            request = _WireRequest(
+            request = Request(
                 "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, build
             )
-            response = await self._send(self._any_node(), request, coordination=False)
+            response = await self.send(None, request)
             if request.version >= 4:
                 if not response.coordinators:
                     raise RemoteProtocolError("FindCoordinator answered no coordinator")
@@ -477,30 +545,12 @@ class Transport:
                 host, port = response.host, response.port
             if error_code:
                 raise _retriable_or_fatal(error_code, "FindCoordinator")
-            if self._client.cluster.broker_metadata(node_id) is None:
+            if self.address(node_id) is None:
                 # The coordinator is not in our metadata yet: refresh so aiokafka can reach it.
                 log.debug("coordinator %s (%s:%s) not in metadata; refreshing", node_id, host, port)
-                await asyncio.wait_for(self._client.force_metadata_update(), self._timeout)
+                await self.refresh_metadata()
             self._coordinator_id = int(node_id)
             return self._coordinator_id
-
-    async def _to_coordinator(
-        self, request: _WireRequest, timeout: float | None = None, *, coordination: bool = True
-    ) -> Any:
-        node_id = await self.find_coordinator()
-        try:
-            response = await self._send(
-                node_id, request, coordination=coordination, timeout=timeout
-            )
-        except BrokerUnreachableError as exc:
-            self.coordinator_dead()
-            if isinstance(exc, CoordinatorUnreachableError):
-                raise
-            raise CoordinatorUnreachableError(f"the coordinator: {exc}") from exc
-        code = getattr(response, "error_code", 0)
-        if code in COORDINATOR_ERRORS:
-            self.coordinator_dead()
-        return response
 
     # ------------------------------------------------------------------ the group APIs
 
@@ -537,8 +587,8 @@ class Transport:
                 reason=reason,
             )
 
-        request = _WireRequest("JoinGroup", JoinGroupRequest, JoinGroupResponse, build)
-        r = await self._to_coordinator(request, timeout=self.join_timeout_ms / 1000)
+        request = Request("JoinGroup", JoinGroupRequest, JoinGroupResponse, build)
+        r = await self.send_to_coordinator(request, timeout=self.join_timeout_ms / 1000)
         return JoinGroupResult(
             error_code=r.error_code,
             generation_id=r.generation_id,
@@ -579,8 +629,8 @@ class Transport:
                 ],
             )
 
-        request = _WireRequest("SyncGroup", SyncGroupRequest, SyncGroupResponse, build)
-        r = await self._to_coordinator(request)
+        request = Request("SyncGroup", SyncGroupRequest, SyncGroupResponse, build)
+        r = await self.send_to_coordinator(request)
         return SyncGroupResult(error_code=r.error_code, assignment=bytes(r.assignment or b""))
 
     async def heartbeat(
@@ -597,8 +647,8 @@ class Transport:
                 group_instance_id=group_instance_id,
             )
 
-        request = _WireRequest("Heartbeat", HeartbeatRequest, HeartbeatResponse, build)
-        r = await self._to_coordinator(request)
+        request = Request("Heartbeat", HeartbeatRequest, HeartbeatResponse, build)
+        r = await self.send_to_coordinator(request)
         return int(r.error_code)
 
     async def leave_group(
@@ -621,8 +671,8 @@ class Transport:
                 )
             return LeaveGroupRequest(group_id=group_id, member_id=member_id)
 
-        request = _WireRequest("LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, build)
-        r = await self._to_coordinator(request)
+        request = Request("LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, build)
+        r = await self.send_to_coordinator(request)
         if r.error_code:
             return int(r.error_code)
         for m in getattr(r, "members", None) or ():
@@ -676,8 +726,8 @@ class Transport:
                 ],
             )
 
-        request = _WireRequest("OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, build)
-        r = await self._to_coordinator(request, coordination=coordination)
+        request = Request("OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, build)
+        r = await self.send_to_coordinator(request, coordination=coordination)
         errors = {
             TopicPartition(t.name, p.partition_index): int(p.error_code)
             for t in r.topics
@@ -700,8 +750,8 @@ class Transport:
                 require_stable=True,
             )
 
-        request = _WireRequest("OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, build)
-        r = await self._to_coordinator(request)
+        request = Request("OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, build)
+        r = await self.send_to_coordinator(request)
         error_code = int(getattr(r, "error_code", 0) or 0)
         offsets: dict[TopicPartition, CommittedOffset] = {}
         for t in r.topics:
@@ -732,8 +782,8 @@ class Transport:
                 include_topic_authorized_operations=False,
             )
 
-        request = _WireRequest("Metadata", MetadataRequest, MetadataResponse, build)
-        r = await self._send(self._any_node(), request, coordination=False)
+        request = Request("Metadata", MetadataRequest, MetadataResponse, build)
+        r = await self.send(None, request)
         counts: dict[str, int] = {}
         for t in r.topics:
             if t.error_code == 0 and t.partitions and (wanted is None or t.name in wanted):

@@ -254,7 +254,7 @@ class Consumer:
         )
         self._fetcher = Fetcher(
             self._state,
-            DataPlane(self._member._transport, client_rack=client_rack),
+            DataPlane(self._member.transport, client_rack=client_rack),
             self._lookup_committed,
             retry_backoff_ms=config.retry_backoff_ms,
             metadata_max_age_ms=config.metadata_max_age_ms,
@@ -816,12 +816,12 @@ class Consumer:
     async def topics(self) -> set[str]:
         """Every topic the cluster has."""
         self._ensure_open()
-        return set(await self._member._transport.partitions_per_topic(None))
+        return set(await self._member.transport.partitions_per_topic(None))
 
     async def partitions_for_topic(self, topic: str) -> set[int] | None:
         """The partitions of ``topic`` (None if it does not exist)."""
         self._ensure_open()
-        counts = await self._member._transport.partitions_per_topic([topic])
+        counts = await self._member.transport.partitions_per_topic([topic])
         return None if topic not in counts else set(range(counts[topic]))
 
     # ------------------------------------------------------------------ the offsets source

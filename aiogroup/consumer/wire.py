@@ -12,7 +12,6 @@ retriable error); an answer the decoder cannot read raises
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
-from aiogroup.client.transport import Transport, _WireRequest
+from aiogroup.client.transport import Request, Transport
 from aiogroup.consumer.state import FetchedPartition, FetchedResponse, FetchPlan
 from aiogroup.protocol.types import TopicPartition, group_by_topic
 
@@ -104,9 +103,9 @@ class DataPlane:
                 rack_id=rack,
             )
 
-        request = _WireRequest("Fetch", FetchRequest, FetchResponse, build)
+        request = Request("Fetch", FetchRequest, FetchResponse, build)
         timeout = self.request_timeout + plan.max_wait_ms / 1000
-        r = await self._transport._send(plan.node_id, request, coordination=False, timeout=timeout)
+        r = await self._transport.send(plan.node_id, request, timeout=timeout)
         partitions = []
         for t in r.responses or ():
             topic = t.topic
@@ -164,8 +163,8 @@ class DataPlane:
                 timeout_ms=self._transport.request_timeout_ms,
             )
 
-        request = _WireRequest("ListOffsets", ListOffsetsRequest, ListOffsetsResponse, build)
-        r = await self._transport._send(node_id, request, coordination=False)
+        request = Request("ListOffsets", ListOffsetsRequest, ListOffsetsResponse, build)
+        r = await self._transport.send(node_id, request)
         offsets: dict[TopicPartition, ListedOffset] = {}
         errors: dict[TopicPartition, int] = {}
         for t in r.topics or ():
@@ -197,9 +196,9 @@ class DataPlane:
                 include_topic_authorized_operations=False,
             )
 
-        request = _WireRequest("Metadata", MetadataRequest, MetadataResponse, build)
+        request = Request("Metadata", MetadataRequest, MetadataResponse, build)
         transport = self._transport
-        r = await transport._send(transport._any_node(), request, coordination=False)
+        r = await transport.send(None, request)
         leaders: dict[TopicPartition, tuple[int, int]] = {}
         counts: dict[str, int] = {}
         for t in r.topics or ():
@@ -213,8 +212,7 @@ class DataPlane:
                         int(p.leader_id),
                         int(-1 if epoch is None else epoch),
                     )
-        cluster = transport._client.cluster
-        if any(cluster.broker_metadata(node) is None for node, _ in set(leaders.values())):
-            # A leader aiokafka has not heard of: refresh its view so it can connect.
-            await asyncio.wait_for(transport._client.force_metadata_update(), self.request_timeout)
+        if any(transport.address(node) is None for node, _ in set(leaders.values())):
+            # A leader the client has not heard of: refresh its view so it can connect.
+            await transport.refresh_metadata()
         return ClusterView(leaders, counts)

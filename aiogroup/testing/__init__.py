@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from aiogroup.testing.kafka import KafkaBroker, KafkaUnavailableError, kafka_available
     from aiogroup.testing.listeners import Listener
     from aiogroup.testing.sasl import SaslCredentials
+    from aiogroup.testing.scripted import ScriptedTransport
     from aiogroup.testing.tansu import TansuBroker, docker_engine_available, free_port
     from aiogroup.testing.tls import Pki, make_pki
 
@@ -46,6 +47,7 @@ __all__ = [
     "Pki",
     "RawClient",
     "SaslCredentials",
+    "ScriptedTransport",
     "TansuBroker",
     "ThreadedBroker",
     "docker_engine_available",
@@ -69,6 +71,7 @@ _WHERE = {
     "kafka_available": ".kafka",
     "Listener": ".listeners",
     "SaslCredentials": ".sasl",
+    "ScriptedTransport": ".scripted",
     "Pki": ".tls",
     "make_pki": ".tls",
     "TansuBroker": ".tansu",

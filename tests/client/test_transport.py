@@ -15,9 +15,9 @@ from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse, J
 from aiogroup.client.transport import (
     API_VERSIONS,
     CoordinatorUnreachableError,
+    Request,
     Transport,
     UnsupportedApiVersionError,
-    _WireRequest,
 )
 from aiogroup.errors import BrokerUnreachableError, LocalProtocolError, MemberIdRequiredError
 from aiogroup.protocol import Assignment, Subscription, encode_assignment, encode_subscription
@@ -26,8 +26,8 @@ from aiogroup.protocol.types import TopicPartition
 HEARTBEAT_KEY = HeartbeatRequest.API_KEY
 
 
-def _heartbeat_request() -> _WireRequest:
-    return _WireRequest(
+def _heartbeat_request() -> Request:
+    return Request(
         "Heartbeat",
         HeartbeatRequest,
         HeartbeatResponse,
@@ -90,7 +90,7 @@ def test_undecodable_response_is_kept_as_a_failure_not_raised_in_the_reader(
 
 
 def test_unencodable_request_is_a_local_protocol_error() -> None:
-    bad = _WireRequest(
+    bad = Request(
         "Heartbeat",
         HeartbeatRequest,
         HeartbeatResponse,
@@ -106,7 +106,7 @@ def test_static_membership_needs_join_group_v5() -> None:
     def build(version: int) -> JoinGroupRequest:
         raise UnsupportedApiVersionError("static membership (KIP-345) needs JoinGroup v5+")
 
-    request = _WireRequest("JoinGroup", JoinGroupRequest, JoinGroupResponse, build)
+    request = Request("JoinGroup", JoinGroupRequest, JoinGroupResponse, build)
     with pytest.raises(UnsupportedApiVersionError):
         request.prepare({JoinGroupRequest.API_KEY: (0, 4)})
 
