@@ -44,6 +44,7 @@ from aiogroup.client.options import (
     parameter_names,
     topic_names,
 )
+from aiogroup.client.signal import Signal
 from aiogroup.client.transport import CommittedOffset, Transport
 from aiogroup.config import GROUP_DEFAULTS, GroupConfig
 from aiogroup.errors import (
@@ -292,7 +293,7 @@ class GroupMember:
         self._commit_futures: dict[int, asyncio.Future[None]] = {}
         self._callbacks: dict[int, act.InvokeCallbacks] = {}
         self._outcomes: list[RebalanceOutcome] = []
-        self._changed: asyncio.Future[bool] | None = None
+        self._changed = Signal()
         self._pending_errors: list[AiogroupError] = []
         self._fatal: AiogroupError | None = None
         self._closed = False
@@ -1107,16 +1108,12 @@ class GroupMember:
         await self._submit(lambda now: self._machine.handle(event, now))
 
     def _change_future(self) -> asyncio.Future[bool]:
-        # One future per "next change", shared by every waiter; each waiter gets its own
-        # shield so that cancelling one waiter never cancels the others.
-        if self._changed is None or self._changed.done():
-            self._changed = asyncio.get_running_loop().create_future()
-        return self._changed
+        # Shared by every waiter; each gets its own shield, so that cancelling one waiter
+        # never cancels the others.
+        return self._changed.next()
 
     def _notify(self) -> None:
-        future, self._changed = self._changed, None
-        if future is not None and not future.done():
-            future.set_result(True)
+        self._changed.fire()
 
     async def _wait_change(self) -> None:
         await asyncio.shield(self._change_future())

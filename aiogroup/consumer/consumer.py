@@ -33,6 +33,7 @@ from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
 from aiogroup.client.logs import member_context
 from aiogroup.client.member import GroupMember, MemberClosedError
 from aiogroup.client.options import aiokafka_client_options, check_options, parameter_names
+from aiogroup.client.signal import Signal
 from aiogroup.config import DEFAULTS, ConsumerConfig, IsolationLevel, ResetPolicy
 from aiogroup.consumer.errors import (
     ConsumerStoppedError,
@@ -268,7 +269,7 @@ class Consumer:
         self._last_poll = 0.0
         self._polling = 0
         self._left_for_poll: str | None = None
-        self._poll_changed: asyncio.Future[None] | None = None
+        self._poll_changed = Signal()
         #: Partitions whose records the last getmany/getone handed out, with the offset of the
         #: first of them: the application may still be processing them, so auto-commit commits
         #: that offset, not the position, until the next call (at-least-once, as Java).
@@ -510,7 +511,7 @@ class Consumer:
     async def _wait_for_data(self, timeout: float | None) -> None:
         data = self._fetcher.data_waiter()
         changed: asyncio.Future[Any] = asyncio.ensure_future(self._member.changed())
-        poll = self._poll_waiter()
+        poll = self._poll_changed.next()
         try:
             await asyncio.wait(
                 {data, changed, poll}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
@@ -518,15 +519,8 @@ class Consumer:
         finally:
             changed.cancel()
 
-    def _poll_waiter(self) -> asyncio.Future[None]:
-        if self._poll_changed is None or self._poll_changed.done():
-            self._poll_changed = asyncio.get_running_loop().create_future()
-        return self._poll_changed
-
     def _wake_pollers(self) -> None:
-        waiter, self._poll_changed = self._poll_changed, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._poll_changed.fire()
 
     # ------------------------------------------------------------------ offsets
 

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from aiogroup.client.signal import Signal
 from aiogroup.consumer.state import ConsumerState, FetchPlan
 from aiogroup.consumer.wire import DataPlane
 from aiogroup.protocol.types import TopicPartition
@@ -49,7 +50,7 @@ class Fetcher:
         self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._wakeup: asyncio.Future[None] | None = None
-        self._data: asyncio.Future[None] | None = None
+        self._data = Signal()
         self._metadata_task: asyncio.Task[None] | None = None
         self._metadata_at = 0.0
         self._metadata_retry_at = 0.0
@@ -89,16 +90,12 @@ class Fetcher:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def data_waiter(self) -> asyncio.Future[None]:
+    def data_waiter(self) -> asyncio.Future[bool]:
         """A future that completes when records (or errors) next arrive."""
-        if self._data is None or self._data.done():
-            self._data = asyncio.get_running_loop().create_future()
-        return self._data
+        return self._data.next()
 
     def _notify_data(self) -> None:
-        data, self._data = self._data, None
-        if data is not None and not data.done():
-            data.set_result(None)
+        self._data.fire()
 
     # -- the loop -------------------------------------------------------------------------
 

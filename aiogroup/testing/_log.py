@@ -29,7 +29,7 @@ __all__ = [
     "BATCH_HEADER_SIZE",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
-    "CorruptRecordError",
+    "CorruptBatchError",
     "Log",
     "PartitionLog",
     "Topic",
@@ -46,7 +46,7 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 
 
-class CorruptRecordError(InvalidFieldError):
+class CorruptBatchError(InvalidFieldError):
     """Produced bytes that are not valid v2 record batches (Kafka: CORRUPT_MESSAGE, code 2)."""
 
 
@@ -61,7 +61,7 @@ class _Batch:
 def split_batches(records: bytes, *, verify_crc: bool = True) -> list[bytes]:
     """Split a Produce payload into v2 record batches, validating each one.
 
-    Raises :class:`CorruptRecordError` for a wrong magic byte, a bad length or CRC, and
+    Raises :class:`CorruptBatchError` for a wrong magic byte, a bad length or CRC, and
     :class:`TruncatedError` when the payload ends inside a batch.
     """
     view = memoryview(records)
@@ -73,21 +73,21 @@ def split_batches(records: bytes, *, verify_crc: bool = True) -> list[bytes]:
         (batch_length,) = _I32.unpack_from(view, pos + 8)
         total = 12 + batch_length
         if batch_length < BATCH_HEADER_SIZE - 12:
-            raise CorruptRecordError(
+            raise CorruptBatchError(
                 f"batchLength {batch_length} too small", field="batchLength", offset=pos + 8
             )
         if pos + total > len(view):
             raise TruncatedError("record batch cut short", field="records", offset=pos)
         magic = view[pos + 16]
         if magic != 2:
-            raise CorruptRecordError(
+            raise CorruptBatchError(
                 f"magic {magic} unsupported (only v2 batches)", field="magic", offset=pos + 16
             )
         if verify_crc:
             (crc,) = _U32.unpack_from(view, pos + 17)
             actual = calc_crc32c(view[pos + 21 : pos + total])
             if crc != actual:
-                raise CorruptRecordError(
+                raise CorruptBatchError(
                     f"crc {crc:#010x} != computed {actual:#010x}", field="crc", offset=pos + 17
                 )
         out.append(bytes(view[pos : pos + total]))
@@ -115,7 +115,7 @@ class PartitionLog:
         for raw in batches:
             (last_delta,) = _I32.unpack_from(raw, 23)
             if last_delta < 0:
-                raise CorruptRecordError(
+                raise CorruptBatchError(
                     f"lastOffsetDelta {last_delta} < 0", field="lastOffsetDelta", offset=23
                 )
         for raw in batches:

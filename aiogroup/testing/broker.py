@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 
 from aiogroup.errors import ConfigurationError, RemoteProtocolError, TruncatedError
 from aiogroup.testing import _auth, _wire
-from aiogroup.testing._log import CorruptRecordError, Log
+from aiogroup.testing._log import CorruptBatchError, Log
 from aiogroup.testing.coordinator import (
     CoordinatorConfig,
     ErrorCode,
@@ -1056,7 +1056,7 @@ class EmbeddedBroker:
                     try:
                         base = log.append(bytes(p.records), verify_crc=self.verify_crc)
                         appended = True
-                    except (CorruptRecordError, TruncatedError) as exc:
+                    except (CorruptBatchError, TruncatedError) as exc:
                         error_code, message = ErrorCode.CORRUPT_MESSAGE, str(exc)[:200]
                 parts.append(
                     {

@@ -11,7 +11,7 @@ from aiogroup.errors import CodecError, TruncatedError
 from aiogroup.testing._log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    CorruptRecordError,
+    CorruptBatchError,
     Log,
     PartitionLog,
     split_batches,
@@ -91,7 +91,7 @@ def test_corrupt_crc_is_rejected_and_nothing_is_appended() -> None:
     bad = bytearray(batch([b"y"]))
     bad[-1] ^= 0xFF
     log = PartitionLog()
-    with pytest.raises(CorruptRecordError, match="crc"):
+    with pytest.raises(CorruptBatchError, match="crc"):
         log.append(good + bytes(bad))
     assert log.high_watermark == 0 and log.batch_count == 0
     # With verification off the same bytes are accepted.
@@ -101,7 +101,7 @@ def test_corrupt_crc_is_rejected_and_nothing_is_appended() -> None:
 def test_wrong_magic_and_truncation_are_codec_errors() -> None:
     raw = bytearray(batch([b"x"]))
     raw[16] = 1
-    with pytest.raises(CorruptRecordError, match="magic"):
+    with pytest.raises(CorruptBatchError, match="magic"):
         split_batches(bytes(raw))
     with pytest.raises(TruncatedError):
         split_batches(batch([b"x"])[:-3])
