@@ -951,10 +951,7 @@ class GroupMember:
                 leader=r.leader,
                 protocol_name=r.protocol_name or "",
                 protocol_type=action.protocol_type,
-                members=tuple(
-                    ev.JoinGroupMember(m.member_id, m.metadata, m.group_instance_id)
-                    for m in r.members
-                ),
+                members=r.members,
             )
 
         await self._guard(request)

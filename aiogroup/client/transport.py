@@ -65,7 +65,10 @@ from aiogroup.errors import (
     UnsupportedApiVersionError,
     error_for_code,
 )
-from aiogroup.protocol.types import TopicPartition, group_by_topic
+from aiogroup.protocol.types import JoinGroupMember, TopicPartition, group_by_topic
+
+#: The name this record had here before it moved to :mod:`aiogroup.protocol.types`.
+JoinedMember = JoinGroupMember
 
 __all__ = [
     "API_VERSIONS",
@@ -74,8 +77,8 @@ __all__ = [
     "CommittedOffset",
     "CoordinatorUnreachableError",
     "DecodeFailed",
+    "JoinGroupMember",
     "JoinGroupResult",
-    "JoinedMember",
     "PreparedRequest",
     "Request",
     "Transport",
@@ -115,15 +118,6 @@ COORDINATOR_ERRORS = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
-class JoinedMember:
-    """One member as the JoinGroup response lists it to the leader."""
-
-    member_id: str
-    group_instance_id: str | None
-    metadata: bytes
-
-
-@dataclass(frozen=True, slots=True)
 class JoinGroupResult:
     """A JoinGroup response (``members`` is empty unless we are the leader)."""
 
@@ -132,7 +126,7 @@ class JoinGroupResult:
     protocol_name: str | None
     leader: str
     member_id: str
-    members: tuple[JoinedMember, ...] = ()
+    members: tuple[JoinGroupMember, ...] = ()
     skip_assignment: bool = False
 
 
@@ -596,7 +590,9 @@ class Transport:
             leader=r.leader or "",
             member_id=r.member_id or "",
             members=tuple(
-                JoinedMember(m.member_id, m.group_instance_id, bytes(m.metadata or b""))
+                JoinGroupMember(
+                    m.member_id, bytes(m.metadata or b""), group_instance_id=m.group_instance_id
+                )
                 for m in (r.members or ())
             ),
             skip_assignment=bool(getattr(r, "skip_assignment", False)),

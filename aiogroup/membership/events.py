@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from aiogroup.protocol.types import JoinGroupMember
+
 __all__ = [
     "CallbacksFinished",
     "CloseRequested",
@@ -142,15 +144,6 @@ class CoordinatorLost(Event):
 
 
 # -- JoinGroup / SyncGroup ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class JoinGroupMember:
-    """One member of a JoinGroupResponse (only the leader receives them)."""
-
-    member_id: str
-    metadata: bytes
-    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

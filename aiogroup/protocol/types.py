@@ -15,6 +15,7 @@ from typing import NamedTuple
 __all__ = [
     "NO_GENERATION",
     "Assignment",
+    "JoinGroupMember",
     "PartitionsByTopic",
     "Subscription",
     "TopicPartition",
@@ -72,6 +73,18 @@ class Assignment:
     partitions: PartitionsByTopic = field(default_factory=dict)
     user_data: bytes | None = None
     version: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupMember:
+    """One member as a JoinGroup response lists it to the leader: its id, its static id
+    (KIP-345) and its metadata for the chosen protocol (an encoded :class:`Subscription`).
+    The client's response, the membership machine's event and the embedded coordinator's
+    answer all carry this one record."""
+
+    member_id: str
+    metadata: bytes
+    group_instance_id: str | None = None
 
 
 def to_topic_partitions(partitions: PartitionsByTopic) -> list[TopicPartition]:

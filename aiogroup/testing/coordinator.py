@@ -68,6 +68,7 @@ from enum import IntEnum
 from typing import Any
 
 from aiogroup.errors import CallbackError, ConfigurationError, LocalProtocolError
+from aiogroup.protocol.types import JoinGroupMember
 from aiogroup.testing._group import ClassicGroup, Member, State
 
 __all__ = [
@@ -360,13 +361,6 @@ class JoinGroupRequestData:
     client_host: str = ""
     api_version: int = 9
     reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class JoinGroupMember:
-    member_id: str
-    group_instance_id: str | None
-    metadata: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -841,7 +835,9 @@ class GroupCoordinator:
             if len(group.members) > 1:
                 self._hit(group, "member-order")
             members = tuple(
-                JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(protocol))
+                JoinGroupMember(
+                    m.member_id, m.metadata(protocol), group_instance_id=m.group_instance_id
+                )
                 for m in group.members.values()
             )
         return JoinGroupResponseData(

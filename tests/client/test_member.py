@@ -15,7 +15,7 @@ from aiogroup.client import GroupMember, MemberClosedError
 from aiogroup.client.transport import (
     CommittedOffset,
     CoordinatorUnreachableError,
-    JoinedMember,
+    JoinGroupMember,
     JoinGroupResult,
     OffsetCommitResult,
     OffsetFetchResult,
@@ -88,7 +88,7 @@ class FakeTransport:
             name,
             kw["member_id"],
             kw["member_id"],
-            (JoinedMember(kw["member_id"], kw["group_instance_id"], metadata),),
+            (JoinGroupMember(kw["member_id"], metadata, kw["group_instance_id"]),),
         )
 
     async def sync_group(self, **kw: Any) -> SyncGroupResult:
