@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from aiogroup import _moved
 from aiogroup._lazy import lazy_attributes
+
+_moved.install()  # modules that moved stay importable under their old names for one release
 
 if TYPE_CHECKING:
     from aiogroup.client import GroupMember, RebalanceOutcome

@@ -555,8 +555,8 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"intervals": n, "jsonl_mb": size / 1e6, "runs": [],
                               "load": list(os.getloadavg())}
 
-    from aiogroup.analytics.audit import WINDOW_SPILL_KEY, WINDOW_SPILL_ROWS, run_audit
-    from aiogroup.analytics.session import build_session
+    from aiogroup.tools.audit.audit import WINDOW_SPILL_KEY, WINDOW_SPILL_ROWS, run_audit
+    from aiogroup.tools.audit.session import build_session
 
     extra: dict[str, str] = {}
     log_dir = work / "eventlog"

@@ -28,9 +28,10 @@ Runs (``--runs``), on the embedded broker and on Apache Kafka 2.3 (``--broker``)
     kafka-python-eager    kafka-python 3 consumers, range
     mixed-coop            aiogroup, librdkafka and kafka-python members in turn, cooperative-sticky
 
-Every member records rebalance telemetry (``aiogroup.telemetry``: ``JsonlTelemetry`` for
+Every member records rebalance telemetry (``aiogroup.observability.telemetry``: ``JsonlTelemetry``
+for
 aiogroup, ``ConfluentRecorder`` and ``KafkaPythonListener`` for the peers). The Spark audit
-(``aiogroup.analytics``) then computes, per run, over the generations of the bounce (after the
+(``aiogroup.tools.audit``) then computes, per run, over the generations of the bounce (after the
 formed group's generation, up to the generation the last bounce converged in):
 
 * unowned partition-seconds, and the longest time one partition had no owner;
@@ -145,7 +146,11 @@ class MemberLoop:
 def _member_confluent(args: argparse.Namespace, loop: MemberLoop) -> None:
     from confluent_kafka import Consumer
 
-    from aiogroup.telemetry import ConfluentRecorder, JsonlTelemetry, confluent_generation
+    from aiogroup.observability.telemetry import (
+        ConfluentRecorder,
+        JsonlTelemetry,
+        confluent_generation,
+    )
 
     telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
     consumer = Consumer({
@@ -193,7 +198,7 @@ def _member_kafka_python(args: argparse.Namespace, loop: MemberLoop) -> None:
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
     from kafka.coordinator.assignors.range import RangePartitionAssignor
 
-    from aiogroup.telemetry import JsonlTelemetry, KafkaPythonListener
+    from aiogroup.observability.telemetry import JsonlTelemetry, KafkaPythonListener
 
     telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
     assignor = CooperativeStickyAssignor if args.assignor == COOP else RangePartitionAssignor
@@ -258,7 +263,7 @@ def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
     from aiogroup import Consumer
     from aiogroup.client import GroupMember
     from aiogroup.consumer.errors import ConsumerStoppedError
-    from aiogroup.telemetry import JsonlTelemetry
+    from aiogroup.observability.telemetry import JsonlTelemetry
 
     telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
 
@@ -328,7 +333,7 @@ def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
 def _member_aiokafka(args: argparse.Namespace, loop: MemberLoop) -> None:
     from aiokafka import AIOKafkaConsumer
 
-    from aiogroup.telemetry import AiokafkaListener, JsonlTelemetry
+    from aiogroup.observability.telemetry import AiokafkaListener, JsonlTelemetry
 
     if args.assignor != RANGE:
         raise SystemExit("aiokafka speaks only the eager protocol: use range")
@@ -549,8 +554,8 @@ class Bench:
                    timeout: float) -> int | None:
         """Wait until the group is safe to bounce again (as ``aiogroup group watch`` judges)
         and every live member reports the same generation; return that generation."""
-        from aiogroup.admin import GroupInspector, assess
         from aiogroup.errors import AiogroupError
+        from aiogroup.inspector import GroupInspector, assess
 
         deadline = time.monotonic() + timeout
         inspector = GroupInspector(bootstrap, group, request_timeout_ms=30_000)
@@ -672,8 +677,8 @@ def audit(runs: Sequence[RunResult], out: Path, master: str) -> Any:
     """One Spark audit over every run's events (groups stay separate); returns the session."""
     import warnings
 
-    from aiogroup.analytics.audit import run_audit
-    from aiogroup.analytics.session import build_session
+    from aiogroup.tools.audit.audit import run_audit
+    from aiogroup.tools.audit.session import build_session
 
     warnings.simplefilter("ignore", FutureWarning)
     spark = build_session(master, log_level="ERROR", shuffle_partitions=2)
@@ -940,7 +945,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in verdicts(runs):
         print(line)
     report = Path(args.report) if args.report else work / "report.html"
-    from aiogroup.analytics.report import render_runs_html, runs_data
+    from aiogroup.tools.audit.report import render_runs_html, runs_data
 
     data = runs_data(spark, str(work / "audit"), [
         (r.label, r.group, r.figures.get("bounce_start"), r.figures) for r in runs if r.figures])

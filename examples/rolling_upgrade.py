@@ -451,7 +451,7 @@ class _Run:
         if self.telemetry_dir is not None:
             telemetry = self.telemetry.get(name)
             if telemetry is None:
-                from aiogroup.telemetry import JsonlTelemetry
+                from aiogroup.observability.telemetry import JsonlTelemetry
 
                 telemetry = JsonlTelemetry(
                     self.telemetry_dir, member_name=name, group_id=self.report.group_id

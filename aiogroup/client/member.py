@@ -38,6 +38,7 @@ from typing import Any, Protocol, TypeVar
 
 from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
 from aiogroup.client import logs
+from aiogroup.client.callbacks import RebalanceListener, run_callbacks
 from aiogroup.client.options import (
     aiokafka_client_options,
     check_options,
@@ -61,13 +62,12 @@ from aiogroup.errors import (
     RetriableError,
     error_for_code,
 )
-from aiogroup.listener import RebalanceListener, run_callbacks
 from aiogroup.membership import actions as act
 from aiogroup.membership import events as ev
 from aiogroup.membership.machine import GroupMember as _Machine
 from aiogroup.membership.machine import MemberConfig
 from aiogroup.membership.states import MemberState
-from aiogroup.metrics import KIP429Metrics, MetricsSink, TeeMetrics
+from aiogroup.observability.metrics import KIP429Metrics, MetricsSink, TeeMetrics
 from aiogroup.protocol.consumer import decode_assignment
 from aiogroup.protocol.types import TopicPartition, to_topic_partitions
 
@@ -370,7 +370,8 @@ class GroupMember:
 
     @property
     def metrics(self) -> dict[str, float]:
-        """Java's KIP-429 consumer-coordinator metrics now (see :mod:`aiogroup.metrics`), plus
+        """Java's KIP-429 consumer-coordinator metrics now (see
+        :mod:`aiogroup.observability.metrics`), plus
         ``assigned-partitions``: latencies in ms, ``nan`` where nothing was observed yet."""
         snapshot = self._kip429.snapshot(time.monotonic())
         snapshot["assigned-partitions"] = float(len(self._machine.assignment))

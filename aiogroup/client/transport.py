@@ -99,7 +99,7 @@ API_VERSIONS: dict[str, tuple[int, int]] = {
     "OffsetCommit": (2, 9),
     "OffsetFetch": (1, 7),
     "Metadata": (1, 12),
-    # Read-only, for ``aiogroup group`` (aiogroup.admin): Kafka 2.3 speaks 0-3.
+    # Read-only, for ``aiogroup group`` (aiogroup.inspector): Kafka 2.3 speaks 0-3.
     "DescribeGroups": (0, 5),
     # The consumer's data plane (aiogroup.consumer.wire): Fetch from v4 (isolation level,
     # aborted transactions) to v12 (v13+ name topics by id); ListOffsets v1-v7.

@@ -52,7 +52,7 @@ from aiogroup.errors import (
     RebalanceInProgressError,
 )
 from aiogroup.membership.states import MemberState
-from aiogroup.metrics import MetricsSink
+from aiogroup.observability.metrics import MetricsSink
 from aiogroup.protocol.types import TopicPartition
 
 __all__ = ["Consumer", "OffsetAndTimestamp"]

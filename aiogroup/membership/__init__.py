@@ -33,7 +33,7 @@ SendLeaveGroup         LeaveGroupCompleted(token, error_code)
 CommitOffsets          CommitCompleted(token) or CommitFailed(token, error_code); the machine
                        then emits ResolveCommit(token, error) for the caller of the commit.
                        ``during_join``: send it on another connection than the JoinGroup
-InvokeCallbacks        run the listener (:func:`aiogroup.listener.run_callbacks`), then
+InvokeCallbacks        run the listener (:func:`aiogroup.client.callbacks.run_callbacks`), then
                        CallbacksFinished(token, first_error)
 ResolveCommit          none: complete the user's commit future with ``error`` (None = ok)
 RaiseToUser            none: raise ``error`` from the user's next call (``fatal``: every call)
@@ -67,7 +67,7 @@ Callbacks
 ---------
 InvokeCallbacks lists ``lost``, ``revoked`` and ``assigned`` partitions (frozensets of
 TopicPartition). The driver runs them in that order with the runner in
-:mod:`aiogroup.listener`, which skips empty lost/revoked sets, always delivers ``assigned``
+:mod:`aiogroup.client.callbacks`, which skips empty lost/revoked sets, always delivers ``assigned``
 when it is not None, runs every callback even if one raises, and answers
 ``CallbacksFinished(token, first_error)``. The machine then emits ``RaiseToUser`` for that
 first error; the assignment change stands (KIP-429). While callbacks run, the machine keeps

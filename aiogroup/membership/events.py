@@ -241,7 +241,7 @@ class CallbacksFinished(Event):
     """The driver ran the callbacks of ``InvokeCallbacks(token)``.
 
     ``first_error`` is the first exception a callback raised (already wrapped by the runner,
-    see :mod:`aiogroup.listener`), or ``None``. Either way the assignment change stands
+    see :mod:`aiogroup.client.callbacks`), or ``None``. Either way the assignment change stands
     (KIP-429 "Rebalance Callback Error Handling").
     """
 

@@ -53,7 +53,12 @@ from aiogroup.membership.states import (
     TRANSITIONS,
     MemberState,
 )
-from aiogroup.metrics import FAILED_REBALANCE, REBALANCE_LATENCY, MetricsSink, NullMetrics
+from aiogroup.observability.metrics import (
+    FAILED_REBALANCE,
+    REBALANCE_LATENCY,
+    MetricsSink,
+    NullMetrics,
+)
 from aiogroup.protocol import (
     Assignment,
     Subscription,

@@ -1,4 +1,4 @@
-"""``aiogroup.admin`` without a broker: decoding DescribeGroups members and judging the step.
+"""``aiogroup.inspector`` without a broker: decoding DescribeGroups members and judging the step.
 
 Snapshots are built from real consumer-protocol bytes (``aiogroup.protocol``), as Kafka returns
 them: the metadata of the group's protocol only, and only while the group is Stable.
@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from aiogroup.admin import (
+from aiogroup.assignors.base import RebalanceProtocol
+from aiogroup.errors import ConfigurationError
+from aiogroup.inspector import (
     GroupWatch,
     MemberMode,
     RawMember,
@@ -23,9 +25,6 @@ from aiogroup.admin import (
     parse_group,
     protocol_of,
 )
-from aiogroup.assignors.base import RebalanceProtocol
-from aiogroup.errors import ConfigurationError
-from aiogroup.group_cli import client_options, render_describe, snapshot_json
 from aiogroup.protocol import (
     Assignment,
     Subscription,
@@ -33,6 +32,7 @@ from aiogroup.protocol import (
     encode_cooperative_user_data,
     encode_subscription,
 )
+from aiogroup.tools.group import client_options, render_describe, snapshot_json
 
 TOPIC = "orders"
 

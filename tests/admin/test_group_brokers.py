@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from aiogroup.admin import GroupDescription, GroupWatch, MemberMode, Step, describe_group
 from aiogroup.assignors.base import RebalanceProtocol
 from aiogroup.client import GroupMember
+from aiogroup.inspector import GroupDescription, GroupWatch, MemberMode, Step, describe_group
 from aiogroup.membership import MemberState
 from aiogroup.testing.fixtures import BrokerHandle, kafka_broker  # noqa: F401 - fixture by name
 

@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark")
-    from aiogroup.analytics.session import AnalyticsError, build_session, find_java
+    from aiogroup.tools.audit.session import AnalyticsError, build_session, find_java
 
     try:
         find_java()

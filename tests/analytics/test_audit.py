@@ -21,7 +21,7 @@ def _collect(result: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def audited(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The planted events plus a file of bad lines: every answer below must be unaffected."""
-    from aiogroup.analytics.audit import run_audit
+    from aiogroup.tools.audit.audit import run_audit
 
     d = planted(tmp_path_factory.mktemp("planted"))
     bad_input(d / "bad")

@@ -1,7 +1,7 @@
 """The Spark audit against a plain-pandas recomputation on messy random event sets.
 
 Every expected value below is recomputed from the ``intervals`` dataset with pandas alone
-(definitions in aiogroup/analytics/audit.py's module docstring), so these tests check the
+(definitions in aiogroup/tools/audit/audit.py's module docstring), so these tests check the
 per-partition sweeps, the overlap episodes, the moves and the member summary, not the intervals
 themselves (test_audit.py pins those on hand-built events).
 """
@@ -33,7 +33,7 @@ def approx(x: float) -> Any:
 @pytest.fixture(scope="module")
 def audited(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, pd.DataFrame]:
     """Seeds 1..6 in one directory (group names carry the seed), audited once."""
-    from aiogroup.analytics.audit import run_audit
+    from aiogroup.tools.audit.audit import run_audit
 
     d = tmp_path_factory.mktemp("messy")
     for seed in SEEDS:

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.spark
 
 def _context(spark: Any, files: list[str]) -> tuple[Any, Any]:
     """The cached per-interval context and the name keys, as run_audit builds them."""
-    from aiogroup.analytics import audit as A
+    from aiogroup.tools.audit import audit as A
 
     prepared = A._prepare(spark, files)
     return prepared.context, prepared.keys
@@ -43,7 +43,7 @@ def _files(d: Path) -> list[str]:
 
 
 def test_gap_counts_shortcut_matches_distinct_count(spark: Any, tmp_path: Path) -> None:
-    from aiogroup.analytics import audit as A
+    from aiogroup.tools.audit import audit as A
 
     # a partition whose two gaps fall in one generation would make the plain count wrong: the
     # shortcut must only ever run where that cannot happen
@@ -62,7 +62,7 @@ def test_gap_counts_shortcut_matches_distinct_count(spark: Any, tmp_path: Path) 
 
 
 def test_messy_sets_take_the_general_gap_path(spark: Any, tmp_path: Path) -> None:
-    from aiogroup.analytics import audit as A
+    from aiogroup.tools.audit import audit as A
 
     for seed in (1, 2):
         messy(tmp_path, seed)
@@ -75,7 +75,7 @@ def test_messy_sets_take_the_general_gap_path(spark: Any, tmp_path: Path) -> Non
 
 
 def test_empty_overlaps_have_the_sweeps_schema(spark: Any, tmp_path: Path) -> None:
-    from aiogroup.analytics import audit as A
+    from aiogroup.tools.audit import audit as A
 
     context, keys = _context(spark, _files(planted(tmp_path)))
     assert A._checks(context).overlaps
@@ -92,7 +92,7 @@ def test_minimum_with_tied_holders(spark: Any, tmp_path: Path) -> None:
     """Ten partitions held 4/3/3 by A, B, C; D joins. Quotas 3/3/2/2 (ceil quotas to the two
     holding most: A, then one of the tied B and C). A gives up 1 and whichever of B, C got the
     floor quota gives up 1: two must move, whatever the tie order."""
-    from aiogroup.analytics.audit import run_audit
+    from aiogroup.tools.audit.audit import run_audit
 
     r = Recorder(tmp_path / "tied")
     held = {"A": [0, 1, 2, 3], "B": [4, 5, 6], "C": [7, 8, 9]}
@@ -113,7 +113,7 @@ def test_presort_outside_its_ranges_changes_nothing(spark: Any, tmp_path: Path) 
     """The per-partition window's presort packs 20 bits of partition and 32 bits of start in
     milliseconds. Partitions beyond 2**20 and starts whose milliseconds wrap past 2**32 (at
     4,294,967.296 s) order less well there; the answers must not change."""
-    from aiogroup.analytics.audit import run_audit
+    from aiogroup.tools.audit.audit import run_audit
 
     r = Recorder(tmp_path / "wide")
     parts = {"t": [5, 2**20 + 3, 2**31 - 1]}

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from aiogroup.analytics.cli import expand_paths, main
+from aiogroup.tools.audit.cli import expand_paths, main
 
 DATA = Path(__file__).parent.parent / "data"
 COOPERATIVE = DATA / "tansu_cooperative"

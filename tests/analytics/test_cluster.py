@@ -1,5 +1,5 @@
 """The audit on a real Spark cluster: a standalone master and two workers from the installed
-pyspark, on 127.0.0.1, run the unchanged job (``spark-submit aiogroup/analytics/job.py``), and
+pyspark, on 127.0.0.1, run the unchanged job (``spark-submit aiogroup/tools/audit/job.py``), and
 every Parquet dataset must equal the local run's, row for row and type for type.
 
 The input mixes the real Tansu recordings with a messy synthetic set (overlaps, zombies, gaps,
@@ -20,8 +20,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from aiogroup.analytics.cli import main
-from aiogroup.analytics.cluster import StandaloneCluster
+from aiogroup.tools.audit.cli import main
+from aiogroup.tools.audit.cluster import StandaloneCluster
 from tests.analytics.messy import messy
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]

@@ -7,7 +7,7 @@ import re
 
 import pandas as pd
 
-from aiogroup.analytics.report import RunView, render_runs_html
+from aiogroup.tools.audit.report import RunView, render_runs_html
 
 
 def _intervals(owners: dict[int, list[tuple[str, float, float]]]) -> pd.DataFrame:

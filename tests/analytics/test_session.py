@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from aiogroup.analytics.cli import main
-from aiogroup.analytics.session import AnalyticsError, find_java, is_local_master
 from aiogroup.errors import ConfigurationError
+from aiogroup.tools.audit.cli import main
+from aiogroup.tools.audit.session import AnalyticsError, find_java, is_local_master
 
 
 def test_missing_java_home_is_a_clear_error(
@@ -45,7 +45,7 @@ def test_local_master_detection() -> None:
 @pytest.mark.spark
 def test_local_session_is_loopback_quiet_and_tuned(spark: Any) -> None:
     """The local settings reach the running JVM, not only the builder's configuration."""
-    from aiogroup.analytics.session import CODEGEN_CACHE_ENTRIES, LOCAL_JVM_OPTIONS
+    from aiogroup.tools.audit.session import CODEGEN_CACHE_ENTRIES, LOCAL_JVM_OPTIONS
 
     conf = spark.sparkContext.getConf()
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1"

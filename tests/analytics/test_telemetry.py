@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
-from aiogroup.protocol.types import TopicPartition
-from aiogroup.telemetry import (
+from aiogroup.observability.telemetry import (
     SCHEMA_VERSION,
     JsonlTelemetry,
     KafkaPythonListener,
     confluent_callbacks,
     confluent_generation,
 )
+from aiogroup.protocol.types import TopicPartition
 
 
 class FakeClock:
@@ -236,7 +236,7 @@ def test_a_member_running_eager_under_a_cooperative_group_protocol_says_so(
 
 
 def test_observe_records_generations_without_callbacks(tmp_path: Path) -> None:
-    from aiogroup.telemetry import ConfluentRecorder
+    from aiogroup.observability.telemetry import ConfluentRecorder
 
     t = JsonlTelemetry(tmp_path, "c2", clock=FakeClock())
     rec = ConfluentRecorder(t, protocol="cooperative-sticky", group_id="g")

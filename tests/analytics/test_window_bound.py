@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from aiogroup.analytics.audit import WINDOW_SPILL_KEY, WINDOW_SPILL_ROWS, _bound_window_buffers
+from aiogroup.tools.audit.audit import WINDOW_SPILL_KEY, WINDOW_SPILL_ROWS, _bound_window_buffers
 
 pytestmark = pytest.mark.spark
 

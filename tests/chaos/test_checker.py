@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from aiogroup.chaos.checker import RunLog, Verdict, check, holdings, summarize
-from aiogroup.chaos.report import markdown_table
+from aiogroup.tools.chaos.checker import RunLog, Verdict, check, holdings, summarize
+from aiogroup.tools.chaos.report import markdown_table
 
 TOPIC = "t"
 T0 = 1000.0

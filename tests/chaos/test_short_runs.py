@@ -1,7 +1,7 @@
 """The chaos suite's short variant: a few seeded runs, real member processes of every client,
 judged by the checker; nothing may be counted against aiogroup.
 
-The seeds are fixed so a failure replays: ``python -m aiogroup.chaos --broker embedded
+The seeds are fixed so a failure replays: ``python -m aiogroup.tools.chaos --broker embedded
 --seed 12 --members 3 --duration 6 --keep``. On the session's shared Kafka 2.3 the runner
 neither restarts the broker nor cuts connections (there is no proxy in front of it); the long
 run (docs/chaos.md) does both on a broker of its own.
@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from aiogroup.chaos.brokers import Kafka23ChaosBroker, start_broker
-from aiogroup.chaos.runner import ChaosConfig, make_plan, run_once
 from aiogroup.testing.fixtures import apache_kafka  # noqa: F401 - the session fixture, by name
+from aiogroup.tools.chaos.brokers import Kafka23ChaosBroker, start_broker
+from aiogroup.tools.chaos.runner import ChaosConfig, make_plan, run_once
 
 if TYPE_CHECKING:
-    from aiogroup.chaos.brokers import ChaosBroker
     from aiogroup.testing.kafka import KafkaBroker
+    from aiogroup.tools.chaos.brokers import ChaosBroker
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("kafka")

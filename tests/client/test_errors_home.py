@@ -27,7 +27,7 @@ from aiogroup.errors import (
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 #: Tooling rooms whose own errors are about that tool (not what a library user meets).
-_TOOLING = ("aiogroup.testing", "aiogroup.chaos", "aiogroup.analytics")
+_TOOLING = ("aiogroup.testing", "aiogroup.tools.chaos", "aiogroup.tools.audit")
 
 
 def _library_modules() -> list[str]:

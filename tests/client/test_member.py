@@ -23,8 +23,8 @@ from aiogroup.client.transport import (
 )
 from aiogroup.errors import FencedInstanceIdError, KafkaError
 from aiogroup.membership import MemberState, RebalanceCallbackError
+from aiogroup.observability.telemetry import JsonlTelemetry
 from aiogroup.protocol.types import TopicPartition
-from aiogroup.telemetry import JsonlTelemetry
 from aiogroup.testing import EmbeddedBroker
 
 from .helpers import FAST, until

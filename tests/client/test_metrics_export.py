@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aiogroup.client import GroupMember
-from aiogroup.metrics import KIP429Metrics
+from aiogroup.observability.metrics import KIP429Metrics
 from aiogroup.testing import EmbeddedBroker
 from tests.client.helpers import FAST
 
@@ -114,7 +114,7 @@ PROMETHEUS_TEXT = (Path(__file__).parents[1] / "data" / "kip429_prometheus.txt")
 def test_prometheus_text() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from aiogroup.exporters.prometheus import register
+    from aiogroup.observability.exporters.prometheus import register
 
     registry = CollectorRegistry()
     collector = register(FixedSource(), registry)
@@ -128,7 +128,7 @@ def test_prometheus_text() -> None:
 async def test_prometheus_scrapes_a_running_member(embedded_broker: EmbeddedBroker) -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from aiogroup.exporters.prometheus import register
+    from aiogroup.observability.exporters.prometheus import register
 
     embedded_broker.create_topic("orders", 3)
     registry = CollectorRegistry()
@@ -149,7 +149,7 @@ def test_opentelemetry_instruments() -> None:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from aiogroup.exporters.opentelemetry import instrument
+    from aiogroup.observability.exporters.opentelemetry import instrument
 
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])

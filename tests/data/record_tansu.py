@@ -9,7 +9,8 @@
   assignor.
 
 Each member writes its own JSONL file through the telemetry wrappers
-(:func:`aiogroup.telemetry.confluent_callbacks`, :class:`aiogroup.telemetry.KafkaPythonListener`).
+(:func:`aiogroup.observability.telemetry.confluent_callbacks`,
+:class:`aiogroup.observability.telemetry.KafkaPythonListener`).
 Tansu holds every JoinGroup for session/2, so a run takes a minute or two; waits are on
 conditions with generous deadlines, never fixed sleeps.
 """
@@ -26,8 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from aiogroup.observability.telemetry import ConfluentRecorder, JsonlTelemetry, KafkaPythonListener
 from aiogroup.protocol.types import TopicPartition
-from aiogroup.telemetry import ConfluentRecorder, JsonlTelemetry, KafkaPythonListener
 from aiogroup.testing.tansu import TansuBroker
 
 HERE = Path(__file__).parent

@@ -75,7 +75,7 @@ def run_confluent(args: argparse.Namespace, rec: Recorder, stop: threading.Event
 
     callbacks: dict[str, Any] = {"on_assign": on_assign, "on_revoke": on_revoke, "on_lost": on_lost}
     if args.telemetry_dir:
-        from aiogroup.telemetry import JsonlTelemetry, confluent_callbacks
+        from aiogroup.observability.telemetry import JsonlTelemetry, confluent_callbacks
 
         telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
         callbacks = confluent_callbacks(
@@ -116,7 +116,7 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, stop: threading.Ev
     )
     listener: Any = Listener()
     if args.telemetry_dir:
-        from aiogroup.telemetry import JsonlTelemetry, KafkaPythonListener
+        from aiogroup.observability.telemetry import JsonlTelemetry, KafkaPythonListener
 
         telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
         listener = KafkaPythonListener(
@@ -156,7 +156,7 @@ def run_aiogroup(args: argparse.Namespace, rec: Recorder, stop: threading.Event)
 
     telemetry: Any = None
     if args.telemetry_dir:
-        from aiogroup.telemetry import JsonlTelemetry
+        from aiogroup.observability.telemetry import JsonlTelemetry
 
         telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
 

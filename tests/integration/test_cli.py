@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import aiogroup
-from aiogroup.__main__ import main, program_name
+from aiogroup.tools.cli import main, program_name
 
 
 def test_the_installed_script_calls_itself_aiogroup() -> None:

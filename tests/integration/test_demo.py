@@ -3,7 +3,7 @@
 Issue 16: the demo printed ``member-2 assigned nothing new, owns -``. Now each line says who
 joined or left, what moved from whom to whom and why, how long partitions were unowned, and
 the summary sums it up. The wording is checked on the words of a real run (embedded broker, and
-Tansu when installed) and, event by event, on :class:`aiogroup.demo.Narrator`.
+Tansu when installed) and, event by event, on :class:`aiogroup.tools.demo.Narrator`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ import re
 import pytest
 
 from aiogroup import Consumer
-from aiogroup.demo import (
+from aiogroup.protocol.types import TopicPartition
+from aiogroup.testing import EmbeddedBroker
+from aiogroup.testing.tansu import find_tansu
+from aiogroup.tools.demo import (
     GaveUp,
     Joining,
     Left,
@@ -28,9 +31,6 @@ from aiogroup.demo import (
     describe_partitions,
     main,
 )
-from aiogroup.protocol.types import TopicPartition
-from aiogroup.testing import EmbeddedBroker
-from aiogroup.testing.tansu import find_tansu
 
 PARTS = r"orders \d+(?:-\d+)?(?:, \d+(?:-\d+)?)*"
 
@@ -221,7 +221,7 @@ async def test_the_producer_counts_exactly_what_the_log_holds(
     """The demo once said "2009 produced, 2010 processed": its producer was cancelled with a
     record acknowledged but not counted. Stopped with every send slow, it counts each record
     the log holds, once."""
-    from aiogroup.demo import _Ledger, _produce
+    from aiogroup.tools.demo import _Ledger, _produce
 
     embedded_broker.create_topic("orders", 2)
     embedded_broker.faults.delay("Produce", 0.2, count=1_000)

@@ -213,7 +213,8 @@ def _mixed(cluster: Cluster, workdir: Path, name: str, order: list[tuple[str, st
         g.stop_all()
     problems = double_ownership(g.callbacks())
     assert not problems, problems
-    # Every client wrote the shared telemetry schema (aiogroup.telemetry and its wrappers).
+    # Every client wrote the shared telemetry schema (aiogroup.observability.telemetry and its
+    # wrappers).
     for kind, name in order:
         files = list(g.telemetry_dir.glob(f"{name}.*.jsonl"))
         assert files, f"no telemetry from {name} ({kind})"

@@ -8,10 +8,14 @@ import itertools
 import pytest
 
 from aiogroup.assignors.base import RebalanceProtocol
+from aiogroup.client.callbacks import (
+    ConsumerRebalanceListener,
+    RebalanceCallbackError,
+    run_callbacks,
+)
 from aiogroup.errors import CallbackError
-from aiogroup.listener import ConsumerRebalanceListener, RebalanceCallbackError, run_callbacks
 from aiogroup.membership import InvokeCallbacks
-from aiogroup.metrics import KIP429Metrics
+from aiogroup.observability.metrics import KIP429Metrics
 from aiogroup.protocol import TopicPartition
 
 from .helpers import tps

@@ -51,7 +51,7 @@ from aiogroup.membership import (
     UnsubscribeRequested,
 )
 from aiogroup.membership.machine import FOLLOW_UP, HAND_OFF_AWARE
-from aiogroup.metrics import KIP429Metrics
+from aiogroup.observability.metrics import KIP429Metrics
 from aiogroup.protocol import (
     Assignment,
     Subscription,

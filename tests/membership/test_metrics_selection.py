@@ -12,7 +12,7 @@ from aiogroup.assignors.range import RangeAssignor
 from aiogroup.errors import ConfigurationError
 from aiogroup.membership import MemberConfig, member_delta, select_protocol
 from aiogroup.membership.deltas import owners_by_claims, validate_cooperative
-from aiogroup.metrics import (
+from aiogroup.observability.metrics import (
     FAILED_REBALANCE,
     PARTITIONS_REVOKED_LATENCY,
     REBALANCE_LATENCY,

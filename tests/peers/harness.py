@@ -1,4 +1,5 @@
-"""A mixed group of member processes (``python -m aiogroup.chaos.member KIND``: aiogroup, Java,
+"""A mixed group of member processes (``python -m aiogroup.tools.chaos.member KIND``: aiogroup,
+Java,
 franz-go, ...) that a test starts and stops one at a time, judged from the members' telemetry
 by the chaos checker (no double ownership, callbacks in order, no crash) and by what this module
 adds: every record processed at least once, and KIP-429's "revoke only what moves".
@@ -18,9 +19,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aiogroup.chaos.checker import RunLog, Verdict, check, holdings, read_complete_lines
-from aiogroup.chaos.member import CLIENT_OF
 from aiogroup.testing.fixtures import BrokerHandle
+from aiogroup.tools.chaos.checker import RunLog, Verdict, check, holdings, read_complete_lines
+from aiogroup.tools.chaos.member import CLIENT_OF
 
 SESSION_MS = 6000
 HEARTBEAT_MS = 500
@@ -61,7 +62,7 @@ class MemberGroup:
         self, name: str, kind: str, assignors: Sequence[str] = ("cooperative-sticky",)
     ) -> None:
         argv = [
-            sys.executable, "-m", "aiogroup.chaos.member", kind,
+            sys.executable, "-m", "aiogroup.tools.chaos.member", kind,
             "--bootstrap", self.handle.bootstrap, "--group", self.group, "--topic", self.topic,
             "--name", name, "--dir", str(self.dir), "--assignors", ",".join(assignors),
             "--session-ms", str(SESSION_MS), "--heartbeat-ms", str(HEARTBEAT_MS),

@@ -1,7 +1,7 @@
 """Short chaos runs with the Java and franz-go peers in the mix (member kinds ``java`` and
-``franz-go`` of :mod:`aiogroup.chaos.member`), judged by the chaos checker unchanged.
+``franz-go`` of :mod:`aiogroup.tools.chaos.member`), judged by the chaos checker unchanged.
 
-Replay one: ``python -m aiogroup.chaos --broker kafka23 --seed 49 --members 3 --duration 6
+Replay one: ``python -m aiogroup.tools.chaos --broker kafka23 --seed 49 --members 3 --duration 6
 --kinds aiogroup,aiogroup-consumer,java,franz-go --keep``.
 """
 
@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from aiogroup.chaos.brokers import Kafka23ChaosBroker, start_broker
-from aiogroup.chaos.runner import ChaosConfig, make_plan, run_once
 from aiogroup.testing.fixtures import apache_kafka  # noqa: F401 - the session fixture, by name
+from aiogroup.tools.chaos.brokers import Kafka23ChaosBroker, start_broker
+from aiogroup.tools.chaos.runner import ChaosConfig, make_plan, run_once
 
 if TYPE_CHECKING:
-    from aiogroup.chaos.brokers import ChaosBroker
     from aiogroup.testing.kafka import KafkaBroker
+    from aiogroup.tools.chaos.brokers import ChaosBroker
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("kafka")

@@ -10,7 +10,8 @@ and the chaos members speak:
 * stdout: one JSON object a line (``owned``, ``assigned``, ``revoked``, ``consumed``,
   ``committed``, ``error``, ``closed``); with ``--commands``, ``commit`` and ``close`` lines on
   stdin;
-* with ``--telemetry DIR``: the rebalance telemetry of :mod:`aiogroup.telemetry` (schema 1), the
+* with ``--telemetry DIR``: the rebalance telemetry of :mod:`aiogroup.observability.telemetry`
+  (schema 1), the
   same events with the same meanings, so the chaos checker judges them unchanged;
 * SIGTERM closes cleanly: the revoke callback commits what was processed, the member leaves
   (unless static), exit code 0.

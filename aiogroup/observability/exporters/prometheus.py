@@ -3,7 +3,7 @@
 Usage::
 
     from prometheus_client import start_http_server
-    from aiogroup.exporters.prometheus import register
+    from aiogroup.observability.exporters.prometheus import register
 
     async with GroupMember(...) as member:
         register(member)            # on prometheus_client's default registry
@@ -23,8 +23,8 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from aiogroup.exporters import CATALOGUE, Members, MetricInfo
-from aiogroup.metrics import MetricsSource
+from aiogroup.observability.exporters import CATALOGUE, Members, MetricInfo
+from aiogroup.observability.metrics import MetricsSource
 
 __all__ = ["PREFIX", "KafkaCoordinatorCollector", "prometheus_name", "register"]
 

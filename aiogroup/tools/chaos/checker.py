@@ -1,7 +1,8 @@
 """The ownership checker of the chaos runs: judges one run from its event logs, without Spark.
 
 Input (see :class:`RunLog`): the members' telemetry files (one JSON Lines schema for aiogroup,
-librdkafka and kafka-python members, :mod:`aiogroup.telemetry`), the runner's event log (what
+librdkafka and kafka-python members, :mod:`aiogroup.observability.telemetry`), the runner's event
+log (what
 was injected, when, and how each member process ended) and, where the broker tells, the
 broker's view of the group.
 

@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 from aiogroup.membership.actions import InvokeCallbacks
 from aiogroup.membership.errors import RebalanceCallbackError
 from aiogroup.membership.events import CallbacksFinished
-from aiogroup.metrics import (
+from aiogroup.observability.metrics import (
     PARTITION_ASSIGNED_LATENCY,
     PARTITION_LOST_LATENCY,
     PARTITION_REVOKED_LATENCY,

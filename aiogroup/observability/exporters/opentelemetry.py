@@ -2,15 +2,16 @@
 
 Usage (with any configured ``MeterProvider``)::
 
-    from aiogroup.exporters.opentelemetry import instrument
+    from aiogroup.observability.exporters.opentelemetry import instrument
 
     async with GroupMember(...) as member:
         instrument(member)          # on the global meter provider's "aiogroup" meter
 
-Each metric of :data:`aiogroup.exporters.CATALOGUE` is an instrument named
+Each metric of :data:`aiogroup.observability.exporters.CATALOGUE` is an instrument named
 ``kafka.consumer.coordinator.<Java's name>`` (``kafka.consumer.coordinator.rebalance-latency-avg``;
 a Prometheus exporter of OpenTelemetry then shows the same names as
-:mod:`aiogroup.exporters.prometheus`). Java's ``*-total`` metrics are observable counters, the
+:mod:`aiogroup.observability.exporters.prometheus`). Java's ``*-total`` metrics are observable
+counters, the
 rest observable gauges; units are Java's (``ms``, ``s``). Attributes: ``messaging.system``
 (``kafka``), ``messaging.consumer.group.name`` and ``messaging.client.id``, as OpenTelemetry's
 messaging conventions name them. Averages and maxima with nothing observed yet are not reported
@@ -23,8 +24,8 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from aiogroup.exporters import CATALOGUE, Members, MetricInfo
-from aiogroup.metrics import MetricsSource
+from aiogroup.observability.exporters import CATALOGUE, Members, MetricInfo
+from aiogroup.observability.metrics import MetricsSource
 
 __all__ = ["PREFIX", "KafkaCoordinatorInstruments", "instrument"]
 

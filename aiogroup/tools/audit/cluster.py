@@ -1,6 +1,6 @@
 """A Spark standalone cluster on this machine, from the installed pyspark, for the audit.
 
-The audit is a spark-submit job (``aiogroup/analytics/job.py``). :class:`StandaloneCluster`
+The audit is a spark-submit job (``aiogroup/tools/audit/job.py``). :class:`StandaloneCluster`
 starts a master and workers with pyspark's own ``bin/spark-class``
 (``org.apache.spark.deploy.master.Master`` and ``...worker.Worker``), everything bound to
 127.0.0.1, and :meth:`StandaloneCluster.submit` runs the unchanged job on it with
@@ -34,8 +34,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from aiogroup.analytics.session import AnalyticsError, find_java
 from aiogroup.testing.processes import terminate
+from aiogroup.tools.audit.session import AnalyticsError, find_java
 
 __all__ = ["JOB", "ClusterError", "StandaloneCluster", "spark_home"]
 

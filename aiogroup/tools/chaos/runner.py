@@ -3,7 +3,7 @@
 One run:
 
 1. a fresh topic (6-16 partitions) and group; a producer writes a trickle of records;
-2. the initial members start, each in its own process (:mod:`aiogroup.chaos.member`), of
+2. the initial members start, each in its own process (:mod:`aiogroup.tools.chaos.member`), of
    mixed kinds (aiogroup ``GroupMember``, ``aiogroup.Consumer``, librdkafka, kafka-python;
    on request the Java and franz-go peers);
 3. the plan's events, one every 1-4 s for ``duration`` seconds: joins, graceful leaves
@@ -12,7 +12,7 @@ One run:
    restarts;
 4. the settle phase: until every partition is held by exactly one live member (or a bound
    passes, long enough for a correct group to hand out withheld partitions);
-5. every member is closed (SIGTERM), and the checker (:mod:`aiogroup.chaos.checker`) judges
+5. every member is closed (SIGTERM), and the checker (:mod:`aiogroup.tools.chaos.checker`) judges
    the run from the logs.
 
 Everything about a run follows from its seed (the plan: partitions, members and their kinds,
@@ -40,9 +40,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiogroup.chaos.brokers import ChaosBroker
-from aiogroup.chaos.checker import RunLog, Verdict, check, holdings, read_complete_lines
-from aiogroup.chaos.member import CLIENT_OF, DEFAULT_KINDS
+from aiogroup.tools.chaos.brokers import ChaosBroker
+from aiogroup.tools.chaos.checker import RunLog, Verdict, check, holdings, read_complete_lines
+from aiogroup.tools.chaos.member import CLIENT_OF, DEFAULT_KINDS
 
 __all__ = ["EVENT_KINDS", "ChaosConfig", "Plan", "Step", "make_plan", "run_once"]
 
@@ -228,7 +228,7 @@ class _Run:
         argv = [
             sys.executable,
             "-m",
-            "aiogroup.chaos.member",
+            "aiogroup.tools.chaos.member",
             kind,
             "--bootstrap",
             self.broker.bootstrap,

@@ -20,7 +20,7 @@ turns them into the metrics Java's consumer reports (``consumer-coordinator-metr
 
 Averages and maxima with no observation are ``nan``, as in Java. A running
 :class:`~aiogroup.client.GroupMember` keeps one of these itself: ``member.metrics`` is the
-snapshot (plus ``assigned-partitions``), and :mod:`aiogroup.exporters` publishes it to
+snapshot (plus ``assigned-partitions``), and :mod:`aiogroup.observability.exporters` publishes it to
 Prometheus or OpenTelemetry. To send the raw observations elsewhere (statsd, ...), pass your
 own :class:`MetricsSink` as ``GroupMember(..., metrics=sink)``: it receives every observation
 too.
@@ -120,7 +120,7 @@ class TeeMetrics:
             try:
                 sink.observe(name, value, now)
             except Exception:
-                logging.getLogger("aiogroup.metrics").exception(
+                logging.getLogger("aiogroup.observability.metrics").exception(
                     "metrics sink %r failed on %s", sink, name
                 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aiogroup.chaos.checker import VIOLATION_KINDS
+from aiogroup.tools.chaos.checker import VIOLATION_KINDS
 
 __all__ = ["markdown_table"]
 

@@ -5,7 +5,7 @@
   and the coordinator's view of the group (state, generation, leader, members) as truth.
 * ``kafka23``: Apache Kafka 2.3.0 with ZooKeeper on the local JVM
   (:class:`aiogroup.testing.kafka.KafkaBroker`), behind a
-  :class:`~aiogroup.chaos.proxy.CuttingProxy` that the broker advertises, so connections can
+  :class:`~aiogroup.tools.chaos.proxy.CuttingProxy` that the broker advertises, so connections can
   be cut; restarts with ``KafkaBroker.restart_broker()``; truth from DescribeGroups and the
   coordinator's lines in ``server.log`` (rebalances with their reason, members removed,
   generations).
@@ -23,11 +23,11 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from aiogroup.chaos.checker import read_complete_lines
-from aiogroup.chaos.proxy import CuttingProxy
 from aiogroup.protocol import decode_assignment
 from aiogroup.testing import _wire
 from aiogroup.testing.tansu import free_port
+from aiogroup.tools.chaos.checker import read_complete_lines
+from aiogroup.tools.chaos.proxy import CuttingProxy
 
 if TYPE_CHECKING:
     from aiogroup.testing.kafka import KafkaBroker

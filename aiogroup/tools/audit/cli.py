@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aiogroup.analytics.session import AnalyticsError
+from aiogroup.tools.audit.session import AnalyticsError
 
 __all__ = ["expand_paths", "main", "parse_args"]
 
@@ -102,9 +102,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "aiogroup analyze") -> i
 
 
 def _run(args: argparse.Namespace) -> int:
-    from aiogroup.analytics.audit import run_audit
-    from aiogroup.analytics.report import collect, render_html, summary_text
-    from aiogroup.analytics.session import build_session
+    from aiogroup.tools.audit.audit import run_audit
+    from aiogroup.tools.audit.report import collect, render_html, summary_text
+    from aiogroup.tools.audit.session import build_session
 
     paths = expand_paths(args.events)
     compare_paths = expand_paths(args.compare) if args.compare else []

@@ -1,4 +1,4 @@
-"""One chaos-run member in its own process: ``python -m aiogroup.chaos.member KIND ...``.
+"""One chaos-run member in its own process: ``python -m aiogroup.tools.chaos.member KIND ...``.
 
 KIND is one of :data:`KINDS`:
 
@@ -22,7 +22,8 @@ KIND is one of :data:`KINDS`:
 
 All use the cooperative-sticky assignor (KIP-429; ``--assignors`` changes it for every kind but
 kafka-python) and write one JSON Lines file in the shared
-telemetry schema (:mod:`aiogroup.telemetry`) to ``--dir``: ``joined``, the rebalance callbacks,
+telemetry schema (:mod:`aiogroup.observability.telemetry`) to ``--dir``: ``joined``, the rebalance
+callbacks,
 ``processed`` (records handed to the application, per partition and batch, stamped when the
 poll returned), ``offsets_committed`` (with the time the commit was sent), ``commit_failed``,
 ``closed``; aiogroup members add ``acting``, ``state`` and ``leader_round`` (see
@@ -48,8 +49,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from aiogroup.observability.telemetry import JsonlTelemetry
 from aiogroup.protocol.types import TopicPartition
-from aiogroup.telemetry import JsonlTelemetry
 
 __all__ = ["CLIENT_OF", "DEFAULT_KINDS", "KINDS", "PEER_KINDS", "main"]
 
@@ -218,7 +219,7 @@ def _committed(
 def run_librdkafka(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
-    from aiogroup.telemetry import ConfluentRecorder, confluent_generation
+    from aiogroup.observability.telemetry import ConfluentRecorder, confluent_generation
 
     stop = _stop_on_sigterm()
     config: dict[str, Any] = {
@@ -290,7 +291,7 @@ def run_kafka_python(args: argparse.Namespace, telemetry: JsonlTelemetry) -> Non
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
     from kafka.errors import KafkaError
 
-    from aiogroup.telemetry import KafkaPythonListener
+    from aiogroup.observability.telemetry import KafkaPythonListener
 
     stop = _stop_on_sigterm()
     consumer = KafkaConsumer(
@@ -414,7 +415,7 @@ def exec_peer(args: argparse.Namespace) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m aiogroup.chaos.member")
+    parser = argparse.ArgumentParser(prog="python -m aiogroup.tools.chaos.member")
     parser.add_argument("kind", choices=KINDS)
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--group", required=True)

@@ -1,11 +1,13 @@
 """Publish a member's KIP-429 metrics to a monitoring system, under Java's names.
 
-* :mod:`aiogroup.exporters.prometheus`: a ``prometheus_client`` collector
+* :mod:`aiogroup.observability.exporters.prometheus`: a ``prometheus_client`` collector
   (``pip install 'aiogroup[prometheus]'``).
-* :mod:`aiogroup.exporters.opentelemetry`: observable instruments on an OpenTelemetry meter
+* :mod:`aiogroup.observability.exporters.opentelemetry`: observable instruments on an OpenTelemetry
+  meter
   (``pip install 'aiogroup[opentelemetry]'``).
 
-Both read ``member.metrics`` (see :mod:`aiogroup.metrics`) when scraped or collected; nothing
+Both read ``member.metrics`` (see :mod:`aiogroup.observability.metrics`) when scraped or
+collected; nothing
 is recorded twice and nothing runs between scrapes. :data:`CATALOGUE` lists what they publish:
 each metric of Java's ``consumer-coordinator-metrics`` group that a member keeps, with its kind
 (a counter only ever grows) and unit.
@@ -16,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from aiogroup.metrics import MetricsSource
+from aiogroup.observability.metrics import MetricsSource
 
 __all__ = ["CATALOGUE", "Members", "MetricInfo"]
 

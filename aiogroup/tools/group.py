@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from aiogroup.admin import (
+from aiogroup.errors import AiogroupError, ConfigurationError
+from aiogroup.inspector import (
     Assessment,
     GroupDescription,
     GroupInspector,
@@ -34,7 +35,6 @@ from aiogroup.admin import (
     assess,
     format_partitions,
 )
-from aiogroup.errors import AiogroupError, ConfigurationError
 
 __all__ = ["client_options", "main", "render_describe", "snapshot_json"]
 

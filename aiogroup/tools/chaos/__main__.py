@@ -1,11 +1,11 @@
-"""``python -m aiogroup.chaos``: run seeded chaos scenarios and judge them (docs/chaos.md).
+"""``python -m aiogroup.tools.chaos``: run seeded chaos scenarios and judge them (docs/chaos.md).
 
-    python -m aiogroup.chaos --broker embedded --runs 20          # 20 runs, seeds printed
-    python -m aiogroup.chaos --broker kafka23 --seed 1234         # replay one run's plan
-    python -m aiogroup.chaos --broker all --runs 200 --out runs/  # the long run, every broker
-    python -m aiogroup.chaos --broker tansu --runs 50 --jobs 2    # two runs at a time
-    python -m aiogroup.chaos --check runs/embedded-1234           # judge a kept run again
-    python -m aiogroup.chaos --table runs/                        # the table of written runs
+    python -m aiogroup.tools.chaos --broker embedded --runs 20          # 20 runs, seeds printed
+    python -m aiogroup.tools.chaos --broker kafka23 --seed 1234         # replay one run's plan
+    python -m aiogroup.tools.chaos --broker all --runs 200 --out runs/  # the long run, every broker
+    python -m aiogroup.tools.chaos --broker tansu --runs 50 --jobs 2    # two runs at a time
+    python -m aiogroup.tools.chaos --check runs/embedded-1234           # judge a kept run again
+    python -m aiogroup.tools.chaos --table runs/                        # the table of written runs
 
 Exit code 0 when nothing is counted against aiogroup, 1 otherwise, 2 on bad usage.
 """
@@ -23,11 +23,11 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from aiogroup.chaos.brokers import BROKERS, start_broker
-from aiogroup.chaos.checker import RunLog, Verdict, check, summarize
-from aiogroup.chaos.member import DEFAULT_KINDS, KINDS
-from aiogroup.chaos.report import markdown_table
-from aiogroup.chaos.runner import EVENT_KINDS, ChaosConfig, run_once
+from aiogroup.tools.chaos.brokers import BROKERS, start_broker
+from aiogroup.tools.chaos.checker import RunLog, Verdict, check, summarize
+from aiogroup.tools.chaos.member import DEFAULT_KINDS, KINDS
+from aiogroup.tools.chaos.report import markdown_table
+from aiogroup.tools.chaos.runner import EVENT_KINDS, ChaosConfig, run_once
 
 
 def _csv(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
@@ -43,7 +43,7 @@ def _csv(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m aiogroup.chaos",
+        prog="python -m aiogroup.tools.chaos",
         description="Seeded chaos runs of mixed consumer groups, judged by an ownership checker.",
     )
     p.add_argument("--broker", default="embedded", choices=[*BROKERS, "all"])
@@ -139,7 +139,7 @@ def _spawn_jobs(args: argparse.Namespace, argv: list[str], base: int) -> int:
             cleaned.append(a)
     workers = []
     for k in range(args.jobs):
-        cmd = [sys.executable, "-m", "aiogroup.chaos", *cleaned]
+        cmd = [sys.executable, "-m", "aiogroup.tools.chaos", *cleaned]
         cmd += ["--seed", str(base), "--shard", f"{k}/{args.jobs}"]
         workers.append(subprocess.Popen(cmd))
     codes = []

@@ -1,13 +1,14 @@
 """aiogroup's chaos suite: randomised, seeded scenarios on real brokers, judged by an
 ownership checker of its own.
 
-``python -m aiogroup.chaos --broker embedded --runs 20`` (see ``docs/chaos.md``). The pieces:
-:mod:`~aiogroup.chaos.runner` (plans and runs), :mod:`~aiogroup.chaos.member` (one member
-process of any client), :mod:`~aiogroup.chaos.checker` (the verdict, without Spark),
-:mod:`~aiogroup.chaos.brokers` and :mod:`~aiogroup.chaos.proxy` (a TCP proxy that cuts
+``python -m aiogroup.tools.chaos --broker embedded --runs 20`` (see ``docs/chaos.md``). The pieces:
+:mod:`~aiogroup.tools.chaos.runner` (plans and runs), :mod:`~aiogroup.tools.chaos.member` (one
+member
+process of any client), :mod:`~aiogroup.tools.chaos.checker` (the verdict, without Spark),
+:mod:`~aiogroup.tools.chaos.brokers` and :mod:`~aiogroup.tools.chaos.proxy` (a TCP proxy that cuts
 connections for brokers that cannot).
 
-Names are imported lazily: a member process (``python -m aiogroup.chaos.member``) loads only
+Names are imported lazily: a member process (``python -m aiogroup.tools.chaos.member``) loads only
 what it runs.
 """
 
@@ -18,9 +19,9 @@ from typing import TYPE_CHECKING
 from aiogroup._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from aiogroup.chaos.checker import RunLog, Verdict, Violation, check
-    from aiogroup.chaos.proxy import CuttingProxy
-    from aiogroup.chaos.runner import ChaosConfig, make_plan, run_once
+    from aiogroup.tools.chaos.checker import RunLog, Verdict, Violation, check
+    from aiogroup.tools.chaos.proxy import CuttingProxy
+    from aiogroup.tools.chaos.runner import ChaosConfig, make_plan, run_once
 
 __all__ = [
     "ChaosConfig",
