@@ -16,15 +16,19 @@ import contextlib
 import os
 import shutil
 import socket
-import subprocess
-import time
 from pathlib import Path
 from types import TracebackType
 
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing.processes import terminate
+from aiogroup.testing.processes import ServerProcess, ServerStartError, free_port
 
-__all__ = ["TansuBroker", "docker_engine_available", "find_tansu", "free_port"]
+__all__ = [
+    "TansuBroker",
+    "TansuStartError",
+    "docker_engine_available",
+    "find_tansu",
+    "free_port",
+]
 
 
 def find_tansu() -> Path | None:
@@ -44,14 +48,6 @@ def find_tansu() -> Path | None:
     return path if path.exists() else None
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def docker_engine_available() -> tuple[bool, str]:
     """Whether a Docker *engine* answers (the client binary alone is not enough).
 
@@ -67,6 +63,10 @@ def docker_engine_available() -> tuple[bool, str]:
     except Exception as exc:  # any failure means "no engine here"
         return False, f"no Docker engine answers ({type(exc).__name__}: {exc})"[:300]
     return True, "Docker engine available"
+
+
+class TansuStartError(ServerStartError, ConfigurationError):
+    """Tansu exited or did not accept connections in time."""
 
 
 class TansuBroker:
@@ -90,48 +90,36 @@ class TansuBroker:
         self.start_timeout = start_timeout
         #: The port named in metadata answers (a proxy in front of Tansu); default: ``port``.
         self.advertised_port = advertised_port or self.port
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: ServerProcess | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
     def start(self) -> TansuBroker:
-        url = f"tcp://{self.host}:{self.port}"
-        self.process = subprocess.Popen(
-            [
-                str(self.binary),
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                f"tcp://{self.host}:{self.advertised_port}",
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
-        )
-        deadline = time.monotonic() + self.start_timeout
-        while True:
-            if self.process.poll() is not None:
-                raise ConfigurationError(f"tansu exited with code {self.process.returncode}")
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.5):
-                    return self
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise ConfigurationError(
-                        f"tansu did not accept connections on {self.bootstrap}"
-                    ) from None
-                time.sleep(0.02)  # polling a port for readiness, not synchronising tests
+        argv = [
+            str(self.binary), "broker",
+            "--listener-url", f"tcp://{self.host}:{self.port}",
+            "--advertised-listener-url", f"tcp://{self.host}:{self.advertised_port}",
+            "--storage-engine", "memory://tansu/",
+        ]  # fmt: skip
+        env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+        self.process = ServerProcess("tansu", argv, env=env, error=TansuStartError).start()
+        try:
+            self.process.wait_ready(self._accepts, timeout=self.start_timeout, interval=0.02)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _accepts(self) -> bool:
+        with socket.create_connection((self.host, self.port), timeout=0.5):
+            return True
 
     def stop(self) -> None:
-        proc, self.process = self.process, None
-        if proc is not None:
-            terminate(proc, grace=5.0)
+        process, self.process = self.process, None
+        if process is not None:
+            process.stop(grace=5.0)
 
     def __enter__(self) -> TansuBroker:
         return self.start()
