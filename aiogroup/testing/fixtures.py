@@ -55,9 +55,9 @@ from aiogroup.testing.kafka import (
 from aiogroup.testing.tansu import TansuBroker, docker_engine_available, find_tansu
 
 __all__ = [
+    "APACHE_KINDS",
     "BROKER_KINDS",
     "BrokerHandle",
-    "APACHE_KINDS",
     "apache_kafka",
     "apache_kafka4",
     "embedded_broker",

@@ -1,9 +1,10 @@
 """The pytest plugin pytest loads by itself once aiogroup is installed (entry point ``pytest11``).
 
 It makes the fixtures of :mod:`aiogroup.testing.fixtures` (``embedded_broker``,
-``threaded_broker``, ``apache_kafka``, ``apache_kafka4``, ``kafka_broker``) available to every test, with no
-``pytest_plugins`` line, and registers the markers that ``kafka_broker``'s parameters carry
-(``tansu``, ``kafka23``, ``kafka4``, ``kafka39``, ``docker``), so ``--strict-markers`` accepts them.
+``threaded_broker``, ``apache_kafka``, ``apache_kafka4``, ``kafka_broker``) available to every
+test, with no ``pytest_plugins`` line, and registers the markers that ``kafka_broker``'s
+parameters carry (``tansu``, ``kafka23``, ``kafka4``, ``kafka39``, ``docker``), so
+``--strict-markers`` accepts them.
 
 The fixtures module is registered under its own module name, which is the name pytest checks
 before importing a ``pytest_plugins`` entry: a project that still lists

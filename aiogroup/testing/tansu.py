@@ -8,19 +8,32 @@ Usage::
 
     with TansuBroker() as broker:
         print(broker.bootstrap)     # "127.0.0.1:PORT"
+
+From the command line: ``python -m aiogroup.testing.tansu [--port PORT]`` prints
+``ready bootstrap=HOST:PORT tansu=PID`` and runs until SIGTERM, SIGHUP or Ctrl-C, which stop
+Tansu too.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
+import signal
 import socket
+import sys
 from pathlib import Path
 from types import TracebackType
 
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing.processes import ServerProcess, ServerStartError, free_port
+from aiogroup.testing.processes import (
+    ServerProcess,
+    ServerStartError,
+    StopSignal,
+    free_port,
+    stop_on_signals,
+)
 
 __all__ = [
     "TansuBroker",
@@ -28,6 +41,7 @@ __all__ = [
     "docker_engine_available",
     "find_tansu",
     "free_port",
+    "main",
 ]
 
 
@@ -131,3 +145,28 @@ class TansuBroker:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m aiogroup.testing.tansu",
+        description="Run Tansu on 127.0.0.1 until SIGTERM, SIGHUP or Ctrl-C (which stop it).",
+    )
+    parser.add_argument("--port", type=int, default=0, help="default: a free port")
+    args = parser.parse_args(argv)
+    try:
+        with stop_on_signals(), TansuBroker(args.port or None) as broker:
+            pid = broker.process.pid if broker.process is not None else 0
+            print(f"ready bootstrap={broker.bootstrap} tansu={pid}", flush=True)
+            while True:
+                signal.pause()
+    except StopSignal as stop:
+        print(f"{stop}: stopped", flush=True)
+    except ConfigurationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
