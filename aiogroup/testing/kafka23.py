@@ -384,10 +384,10 @@ class ZooKeeperKafkaBroker(KafkaBroker):
             s.settimeout(2)
             return s.recv(4) == b"imok"
 
-    def _store_scram_credentials(self, user: str, entries: str) -> None:
+    def _store_scram_credentials(self, user: str, entries: Sequence[str]) -> None:
         self.run_tool(
             "kafka-configs.sh", "--zookeeper", self.zookeeper, "--alter",
-            "--add-config", entries, "--entity-type", "users", "--entity-name", user,
+            "--add-config", ",".join(entries), "--entity-type", "users", "--entity-name", user,
         )  # fmt: skip
 
     def run_tool(self, name: str, *args: str, timeout: float = 120.0) -> str:

@@ -277,7 +277,8 @@ class KafkaBroker:
     def _forget_broker(self) -> None:
         raise NotImplementedError
 
-    def _store_scram_credentials(self, user: str, entries: str) -> None:
+    def _store_scram_credentials(self, user: str, entries: Sequence[str]) -> None:
+        """Store ``entries`` (``MECHANISM=[iterations=N,password=P]``, one per mechanism)."""
         raise NotImplementedError
 
     def run_tool(self, name: str, *args: str, timeout: float = 120.0) -> str:
@@ -483,7 +484,7 @@ class KafkaBroker:
         _jaas_word(user)
         if not password or any(c in password for c in ",]=\n"):
             raise ConfigurationError("kafka-configs takes no empty password, nor ',', ']', '='")
-        entries = ",".join(f"{m}=[iterations={iterations},password={password}]" for m in mechanisms)
+        entries = [f"{m}=[iterations={iterations},password={password}]" for m in mechanisms]
         self._store_scram_credentials(user, entries)
         listener = next(
             (x for x in self.listeners if x.security_protocol == "SASL_PLAINTEXT"), None

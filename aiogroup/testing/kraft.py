@@ -399,10 +399,13 @@ class KRaftKafkaBroker(KafkaBroker):
         self.controller_port = free_port()
         props = self.work / "server.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in self.broker_properties().items()))
-        self._java_tool(
-            install, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(props),
-            timeout=self.start_timeout,
-        )  # fmt: skip
+        try:
+            self._java_tool(
+                install, "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                "-c", str(props), timeout=self.start_timeout,
+            )  # fmt: skip
+        except KafkaStartError as exc:
+            raise KafkaStartError(f"formatting the storage failed; {self._where()}: {exc}") from exc
         self._start_broker()
 
     def _start_broker(self) -> None:
@@ -459,8 +462,11 @@ class KRaftKafkaBroker(KafkaBroker):
         install = self._installed()
         return self._java_tool(install, install.tool_class(name), *args, timeout=timeout)
 
-    def _store_scram_credentials(self, user: str, entries: str) -> None:
-        self.run_tool(
-            "kafka-configs", "--bootstrap-server", self.bootstrap, "--alter",
-            "--add-config", entries, "--entity-type", "users", "--entity-name", user,
-        )  # fmt: skip
+    def _store_scram_credentials(self, user: str, entries: Sequence[str]) -> None:
+        # Through the broker (AlterUserScramCredentials), one mechanism per request: KRaft
+        # refuses two changes of one user's credentials in one request.
+        for entry in entries:
+            self.run_tool(
+                "kafka-configs", "--bootstrap-server", self.bootstrap, "--alter",
+                "--add-config", entry, "--entity-type", "users", "--entity-name", user,
+            )  # fmt: skip
