@@ -144,13 +144,13 @@ def start_broker(kind: str) -> Iterator[BrokerHandle]:
 
 
 @contextlib.contextmanager
-def _kafka_container() -> Iterator[str]:  # pragma: no cover - needs Docker
+def _kafka_container(image: str = KAFKA_IMAGE) -> Iterator[str]:  # pragma: no cover - Docker
     try:
         from testcontainers.community.kafka import KafkaContainer
     except ImportError:
         from testcontainers.kafka import KafkaContainer
 
-    container: Any = KafkaContainer(KAFKA_IMAGE).with_kraft()
+    container: Any = KafkaContainer(image).with_kraft()
     container.with_env("KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
     container.with_env("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "true")
     with container:

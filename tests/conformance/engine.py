@@ -44,13 +44,13 @@ LABELS = {
     "tansu": "Tansu",
     "kafka": "Kafka via Docker",
 }
-#: The flavour each broker kind is held to (Docker runs apache/kafka:3.9.0, see fixtures).
+#: The flavour each broker kind is held to (Docker runs apache/kafka:4.1.1, see fixtures).
 FLAVOUR_OF = {
     "embedded-kafka2": "kafka2",
     "embedded-kafka3": "kafka3",
     "embedded-kafka4": "kafka4",
     "kafka23": "kafka2",
-    "kafka": "kafka3",
+    "kafka": "kafka4",
 }
 
 #: The ``limits`` profile: settings some scenarios need (see ``scenarios.Spec``).
