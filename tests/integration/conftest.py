@@ -2,9 +2,10 @@
 and Apache Kafka via testcontainers (Docker).
 
 Every test that takes ``cluster`` runs once per broker kind. Tansu gets a broker per module;
-Kafka 2.3 is the session's one broker (``aiogroup.testing.fixtures``: it takes seconds and
-~300 MB to start), marked ``kafka23``, skipped with the reason where it cannot run (failed under
-``AIOGROUP_REQUIRE_KAFKA=1``, as CI sets); so is Kafka 4.1.1 in KRaft mode, marked ``kafka4``. The Docker variant is marked ``docker`` and skips
+Kafka 2.3 and Kafka 4.1.1 (KRaft) are each the session's one broker of that version
+(``aiogroup.testing.fixtures``: they take seconds and ~300 MB to start), marked ``kafka23`` /
+``kafka4``, skipped with the reason where they cannot run (failed under
+``AIOGROUP_REQUIRE_KAFKA=1``, as CI sets). The Docker variant is marked ``docker`` and skips
 with the reason :func:`docker_engine_available` gives when no Docker engine answers. Each test
 uses fresh group ids and topics.
 """
