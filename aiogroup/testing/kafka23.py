@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiogroup.errors import ConfigurationError
 from aiogroup.testing.kafka_base import (
     TEST_CONFIG,
     KafkaBroker,
@@ -274,10 +275,15 @@ class ZooKeeperKafkaBroker(KafkaBroker):
         start_timeout: float = 120.0,
         install: Kafka23Install | None = None,
         keep: bool | None = None,
+        brokers: int = 1,
+        racks: Sequence[str] | None = None,
     ) -> None:
         if version not in (None, KAFKA23_VERSION):
-            raise KafkaUnavailableError(
-                f"this launcher runs Kafka {KAFKA23_VERSION}, not {version}"
+            raise ConfigurationError(f"this launcher runs Kafka {KAFKA23_VERSION}, not {version}")
+        if brokers != 1 or racks is not None:
+            raise ConfigurationError(
+                f"Kafka {KAFKA23_VERSION} runs one broker here; brokers= and racks= need a KRaft "
+                "version (e.g. version='4.1.1')"
             )
         super().__init__(
             version=KAFKA23_VERSION, config=config, listeners=listeners, jaas=jaas,

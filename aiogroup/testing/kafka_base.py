@@ -211,7 +211,9 @@ class KafkaBroker:
     ``config`` adds or overrides broker settings (:data:`TEST_CONFIG`). ``listeners`` adds
     listeners beside PLAINTEXT (e.g. ``[Listener("SSL"), Listener("SASL_PLAINTEXT")]``, with
     the matching ``ssl.*`` / ``sasl.*`` settings in ``config``; see :func:`security_config`);
-    their ports are in :attr:`ports`. ``jaas`` is a JAAS file body for SASL. The processes are
+    their ports are in :attr:`ports`. ``jaas`` is a JAAS file body for SASL. KRaft versions
+    also take ``brokers=3`` (node 1 broker and controller, the others brokers) and ``racks=[...]``
+    (each node's ``broker.rack``). The processes are
     stopped by pid in :meth:`stop`; the work folder (configuration, data, logs) is removed unless
     a start failed or ``keep`` (``AIOGROUP_KAFKA_KEEP=1``) is set.
     """
@@ -336,26 +338,33 @@ class KafkaBroker:
     def _wait_broker(self, process: ServerProcess) -> None:
         process.wait_ready(self.broker_ready, timeout=self.start_timeout, where=self._where())
 
-    def broker_ready(self) -> bool:
-        """Ready once the broker answers Metadata naming a controller and can coordinate a group.
+    def broker_ready(self, port: int | None = None, brokers: int = 1) -> bool:
+        """Ready once the broker (on ``port``, default the PLAINTEXT listener) answers Metadata
+        naming a controller and ``brokers`` brokers, and the group coordinator works.
 
         The first FindCoordinator creates ``__consumer_offsets``; then the coordinator loads
         that partition and answers COORDINATOR_LOAD_IN_PROGRESS (14) until it has. Waiting for
-        a DescribeGroups answer without error here means no test pays for (or has to retry
-        through) either, after a start or a :meth:`restart_broker`.
+        a DescribeGroups answer without error (from the coordinator FindCoordinator named) here
+        means no test pays for (or has to retry through) either, after a start or a
+        :meth:`restart_broker`.
         """
-        meta = self.request("Metadata", READINESS_REQUESTS["Metadata"], {"topics": []})
-        if meta.controller_id < 0 or not meta.brokers:
+        meta = self.request("Metadata", READINESS_REQUESTS["Metadata"], {"topics": []}, port=port)
+        if meta.controller_id < 0 or len(meta.brokers) < brokers:
             return False
         found = self.request(
             "FindCoordinator",
             READINESS_REQUESTS["FindCoordinator"],
             {"key": "aiogroup-warmup", "key_type": 0},
+            port=port,
         )
         if int(found.error_code) != 0:
             return False
         described = self.request(
-            "DescribeGroups", READINESS_REQUESTS["DescribeGroups"], {"groups": ["aiogroup-warmup"]}
+            "DescribeGroups",
+            READINESS_REQUESTS["DescribeGroups"],
+            {"groups": ["aiogroup-warmup"]},
+            host=found.host,
+            port=found.port,
         )
         return int(described.groups[0].error_code) == 0
 
@@ -401,12 +410,21 @@ class KafkaBroker:
     _correlation = itertools.count(1)
 
     def request(
-        self, api: str, version: int, values: Mapping[str, Any], timeout: float = 10.0
+        self,
+        api: str,
+        version: int,
+        values: Mapping[str, Any],
+        timeout: float = 10.0,
+        *,
+        host: str | None = None,
+        port: int | None = None,
     ) -> Any:
-        """One blocking request to the PLAINTEXT listener (kafka-python's decoded response)."""
+        """One blocking request (kafka-python's decoded response), to the PLAINTEXT listener
+        unless ``host``/``port`` name another broker."""
         import socket
 
-        with socket.create_connection((self.host, self.port), timeout=timeout) as s:
+        address = (host or self.host, port or self.port)
+        with socket.create_connection(address, timeout=timeout) as s:
             return _wire.blocking_request(
                 s,
                 api,
@@ -431,13 +449,14 @@ class KafkaBroker:
         partitions: int = 1,
         *,
         config: Mapping[str, str] | None = None,
+        replication_factor: int = 1,
         timeout: float = 30.0,
     ) -> None:
         """Create a topic and wait until every partition has a leader."""
         topic = {
             "name": name,
             "num_partitions": partitions,
-            "replication_factor": 1,
+            "replication_factor": replication_factor,
             "assignments": [],
             "configs": [{"name": k, "value": v} for k, v in (config or {}).items()],
         }

@@ -332,7 +332,12 @@ def _cluster_id() -> str:
 
 
 class KRaftKafkaBroker(KafkaBroker):
-    """One Apache Kafka 3.9 / 4.x node in KRaft mode; create it as ``KafkaBroker(version=...)``."""
+    """Apache Kafka 3.9 / 4.x in KRaft mode; create it as ``KafkaBroker(version=...)``.
+
+    Node 1 is a combined broker and controller (the one voter). ``brokers=3`` adds broker-only
+    nodes 2 and 3 with their own ports (:attr:`broker_ports`) and data; ``racks`` gives each
+    node's ``broker.rack``. :attr:`bootstrap` and :attr:`ports` are node 1's.
+    """
 
     def __init__(
         self,
@@ -346,73 +351,116 @@ class KRaftKafkaBroker(KafkaBroker):
         start_timeout: float = 120.0,
         install: KRaftInstall | None = None,
         keep: bool | None = None,
+        brokers: int = 1,
+        racks: Sequence[str] | None = None,
     ) -> None:
         if version is None:
             raise ConfigurationError("KRaftKafkaBroker needs a version, e.g. version='4.1.1'")
         load_pins(version)  # an unknown version fails here, with the versions there are
+        if brokers < 1:
+            raise ConfigurationError(f"brokers must be at least 1, not {brokers}")
+        if racks is not None and len(racks) != brokers:
+            raise ConfigurationError(f"racks names {len(racks)} racks for {brokers} brokers")
         super().__init__(
             version=version, config=config, listeners=listeners, jaas=jaas, heap_mb=heap_mb,
             quick_jit=quick_jit, start_timeout=start_timeout, keep=keep,
         )  # fmt: skip
         self.install = install
+        self.brokers = brokers
+        self.racks = list(racks) if racks is not None else None
         self.controller_port = 0
         self.cluster_id = _cluster_id()
-        self._broker: ServerProcess | None = None
+        #: Node id -> its listeners; node 1's are :attr:`listeners`.
+        self.node_listeners: dict[int, list[Listener]] = {1: self.listeners}
+        for node in range(2, brokers + 1):
+            self.node_listeners[node] = [Listener(x.name, 0, x.protocol) for x in self.listeners]
+        self._nodes: dict[int, ServerProcess | None] = dict.fromkeys(self.node_listeners)
+
+    @property
+    def broker_ports(self) -> dict[int, dict[str, int]]:
+        """Node id -> listener name -> port."""
+        return {n: {x.name: x.port for x in xs} for n, xs in self.node_listeners.items()}
+
+    @property
+    def bootstraps(self) -> list[str]:
+        """Every node's PLAINTEXT listener, ``127.0.0.1:PORT``, node 1 first."""
+        return [f"{self.host}:{xs[0].port}" for xs in self.node_listeners.values()]
+
+    def _file(self, node: int, stem: str, suffix: str) -> Path:
+        assert self.work is not None
+        return self.work / (f"{stem}{suffix}" if node == 1 else f"{stem}-{node}{suffix}")
 
     def _processes(self) -> dict[str, ServerProcess | None]:
-        return {"kafka": self._broker}
+        return {("kafka" if n == 1 else f"kafka-{n}"): p for n, p in self._nodes.items()}
 
     def _broker_process(self) -> ServerProcess | None:
-        return self._broker
+        return self._nodes[1]
 
     def _forget_broker(self) -> None:
-        self._broker = None
+        self._nodes[1] = None
 
     def _forget_processes(self) -> None:
-        self._broker = None
+        self._nodes = dict.fromkeys(self._nodes)
 
     def _installed(self) -> KRaftInstall:
         if self.install is None:
             self.install = ensure_kraft(self.version)
         return self.install
 
-    def broker_properties(self) -> dict[str, str]:
-        """The node's ``server.properties`` for this run."""
-        assert self.work is not None
-        advertised = ",".join(f"{x.name}://{self.host}:{x.port}" for x in self.listeners)
-        protocols = [f"{x.name}:{x.security_protocol}" for x in self.listeners]
+    def broker_properties(self, node: int = 1) -> dict[str, str]:
+        """Node ``node``'s ``server.properties`` for this run."""
+        own = self.node_listeners[node]
+        advertised = ",".join(f"{x.name}://{self.host}:{x.port}" for x in own)
+        protocols = [f"{x.name}:{x.security_protocol}" for x in own]
         props = {
             **TEST_CONFIG,
             **KRAFT_CONFIG,
+            "node.id": str(node),
             "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
-            "listeners": f"{advertised},CONTROLLER://{self.host}:{self.controller_port}",
+            "listeners": advertised,
             "advertised.listeners": advertised,
             "listener.security.protocol.map": ",".join([*protocols, "CONTROLLER:PLAINTEXT"]),
-            "log.dirs": str(self.work / "data"),
+            "log.dirs": str(self._file(node, "data", "")),
         }
+        if node == 1:
+            props["listeners"] += f",CONTROLLER://{self.host}:{self.controller_port}"
+        else:
+            props["process.roles"] = "broker"
+        if self.racks is not None:
+            props["broker.rack"] = self.racks[node - 1]
         props.update(self.extra_config)
         return props
 
     def _start_servers(self) -> None:
         install = self._installed()
-        assert self.work is not None
         self.controller_port = free_port()
-        props = self.work / "server.properties"
-        props.write_text("".join(f"{k}={v}\n" for k, v in self.broker_properties().items()))
-        try:
-            self._java_tool(
-                install, "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
-                "-c", str(props), timeout=self.start_timeout,
-            )  # fmt: skip
-        except KafkaStartError as exc:
-            raise KafkaStartError(f"formatting the storage failed; {self._where()}: {exc}") from exc
-        self._start_broker()
+        for xs in self.node_listeners.values():
+            for listener in xs:
+                listener.port = listener.port or free_port()
+        for node in self._nodes:
+            props = self._file(node, "server", ".properties")
+            props.write_text("".join(f"{k}={v}\n" for k, v in self.broker_properties(node).items()))
+            try:
+                self._java_tool(
+                    install, "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                    "-c", str(props), timeout=self.start_timeout,
+                )  # fmt: skip
+            except KafkaStartError as exc:
+                raise KafkaStartError(
+                    f"formatting node {node}'s storage failed; {self._where()}: {exc}"
+                ) from exc
+        for node in self._nodes:
+            self._spawn(node)
+        for node, process in self._nodes.items():
+            assert process is not None
+            self._wait_node(node, process)
 
-    def _start_broker(self) -> None:
+    def _spawn(self, node: int) -> ServerProcess:
         install = self._installed()
         assert self.work is not None
-        log = self.work / "server.log"
-        config = self.work / ("log4j2.properties" if install.log4j2 else "log4j.properties")
+        log = self._file(node, "server", ".log")
+        name = "log4j2" if install.log4j2 else "log4j"
+        config = self._file(node, name, ".properties")
         config.write_text(install.log_config(log))
         java = [
             *jvm_options(install.java, self.heap_mb, self.quick_jit),
@@ -423,12 +471,38 @@ class KRaftKafkaBroker(KafkaBroker):
             jaas = self.work / "kafka_server_jaas.conf"
             jaas.write_text(self.jaas)
             java.append(f"-Djava.security.auth.login.config={jaas}")
-        cmd = [*java, "-cp", install.classpath, "kafka.Kafka", str(self.work / "server.properties")]
-        self._broker = ServerProcess(
-            "kafka", cmd, log=self.work / "server.out", logs=[log], cwd=self.work,
-            error=KafkaStartError,
+        props = self._file(node, "server", ".properties")
+        cmd = [*java, "-cp", install.classpath, "kafka.Kafka", str(props)]
+        process = ServerProcess(
+            "kafka" if node == 1 else f"kafka-{node}", cmd, log=self._file(node, "server", ".out"),
+            logs=[log], cwd=self.work, error=KafkaStartError,
         ).start()  # fmt: skip
-        self._wait_broker(self._broker)
+        self._nodes[node] = process
+        return process
+
+    def _wait_node(self, node: int, process: ServerProcess) -> None:
+        port = self.node_listeners[node][0].port
+        process.wait_ready(
+            lambda: self.broker_ready(port, brokers=self.brokers),
+            timeout=self.start_timeout,
+            where=self._where(),
+        )
+
+    def _start_broker(self) -> None:
+        self._wait_node(1, self._spawn(1))
+
+    def stop_broker(self, node: int = 1) -> None:
+        """Stop node ``node`` (data and ports stay) to :meth:`restart_broker` it later. Node 1
+        is also the controller: the others wait for it to come back."""
+        process = self._nodes[node]
+        if process is not None:
+            process.stop()
+        self._nodes[node] = None
+
+    def restart_broker(self, node: int = 1) -> None:
+        """Start node ``node`` again on the same ports with the same data."""
+        self.stop_broker(node)
+        self._wait_node(node, self._spawn(node))
 
     def _java_tool(self, install: KRaftInstall, cls: str, *args: str, timeout: float) -> str:
         folder = self.work or Path(tempfile.gettempdir())

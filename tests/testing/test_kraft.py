@@ -332,3 +332,35 @@ def test_sasl_plain_and_scram_on_kafka_4() -> None:
         kafka.add_scram_user("bob", "bob-secret")  # kafka-configs --bootstrap-server, waits
         assert sasl_login(kafka.host, port, "SCRAM-SHA-256", "bob", "bob-secret").ok
         assert sasl_login(kafka.host, port, "SCRAM-SHA-512", "bob", "bob-secret").ok
+
+
+def test_several_brokers_need_a_kraft_version() -> None:
+    with pytest.raises(ConfigurationError, match="need a KRaft version"):
+        KafkaBroker(brokers=3)
+    with pytest.raises(ConfigurationError, match="2 racks for 3 brokers"):
+        KafkaBroker(version=KAFKA4_VERSION, brokers=3, racks=["a", "b"])
+
+
+@pytest.mark.kafka4
+@pytest.mark.timeout(300)
+def test_three_brokers_with_racks_on_kafka_4() -> None:
+    _need(KAFKA4_VERSION)
+    with KafkaBroker(version=KAFKA4_VERSION, brokers=3, racks=["r1", "r2", "r3"]) as kafka:
+        assert isinstance(kafka, KRaftKafkaBroker)
+        assert sorted(kafka.pids) == ["kafka", "kafka-2", "kafka-3"]
+        ports = {n: p["PLAINTEXT"] for n, p in kafka.broker_ports.items()}
+        assert len(set(ports.values())) == 3
+        meta = kafka.request("Metadata", 1, {"topics": []}, port=ports[3])
+        assert {(b.node_id, b.port, b.rack) for b in meta.brokers} == {
+            (1, ports[1], "r1"), (2, ports[2], "r2"), (3, ports[3], "r3"),
+        }  # fmt: skip
+        kafka.create_topic("three", 3, replication_factor=3)
+        t = kafka.request("Metadata", 1, {"topics": [{"name": "three"}]}).topics[0]
+        assert all(sorted(p.replica_nodes) == [1, 2, 3] for p in t.partitions)
+        old = kafka.pids["kafka-2"]
+        kafka.restart_broker(2)
+        assert kafka.pids["kafka-2"] != old and not _alive(old)
+        assert kafka.broker_ports[2]["PLAINTEXT"] == ports[2]
+        pids, work = list(kafka.pids.values()), kafka.work
+    assert not [pid for pid in pids if _alive(pid)]
+    assert work is not None and not work.exists()
