@@ -336,7 +336,7 @@ class KRaftKafkaBroker(KafkaBroker):
 
     Node 1 is a combined broker and controller (the one voter). ``brokers=3`` adds broker-only
     nodes 2 and 3 with their own ports (:attr:`broker_ports`) and data; ``racks`` gives each
-    node's ``broker.rack``. :attr:`bootstrap` and :attr:`ports` are node 1's.
+    node's ``broker.rack``. ``bootstrap`` and ``ports`` are node 1's.
     """
 
     def __init__(
