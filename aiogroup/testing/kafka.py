@@ -116,7 +116,7 @@ def kafka_available(version: str | None = None) -> tuple[bool, str]:
     """Whether Kafka ``version`` (default 2.3.0) can run here, as ``(ok, reason)``."""
     try:
         install = ensure_kafka(version=version)
-    except (KafkaUnavailableError, AiogroupError) as exc:
+    except AiogroupError as exc:  # KafkaUnavailableError, or an unpinned version
         return False, str(exc)
     where = install.home if isinstance(install, Kafka23Install) else install.libs.parent
     return True, (

@@ -15,6 +15,7 @@ import itertools
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -421,8 +422,6 @@ class KafkaBroker:
     ) -> Any:
         """One blocking request (kafka-python's decoded response), to the PLAINTEXT listener
         unless ``host``/``port`` name another broker."""
-        import socket
-
         address = (host or self.host, port or self.port)
         with socket.create_connection(address, timeout=timeout) as s:
             return _wire.blocking_request(

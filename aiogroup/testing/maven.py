@@ -150,8 +150,8 @@ def _open_url(url: str) -> IO[bytes]:
 
 def _download(jar: PinnedJar, store: Path, base_url: str, opener: Opener) -> Path:
     target = store / jar.path
-    if target.exists():
-        return target
+    if target.exists() and file_digest(target, jar.algorithm) == jar.digest:
+        return target  # written (atomically) and checked before; a damaged copy is replaced
     target.parent.mkdir(parents=True, exist_ok=True)
     url = base_url + jar.path
     fd, part_name = tempfile.mkstemp(prefix=f".{jar.file_name}.", suffix=".part", dir=target.parent)

@@ -121,6 +121,18 @@ def test_jars_are_fetched_from_the_mirror_checked_and_cached(
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".part")]
 
 
+def test_a_damaged_cached_jar_is_downloaded_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIOGROUP_MAVEN_URL", "https://mirror.test/m2/")
+    pin = _pin("g/a/1/a-1.jar", b"the real jar")
+    (tmp_path / "g/a/1").mkdir(parents=True)
+    (tmp_path / pin.path).write_bytes(b"the real j")  # truncated
+    asked, opener = _repository({pin.path: b"the real jar"})
+    [path] = maven.fetch_jars([pin], tmp_path, opener=opener)
+    assert path.read_bytes() == b"the real jar" and len(asked) == 1
+
+
 def test_a_jar_whose_digest_differs_is_refused_and_not_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
