@@ -12,6 +12,7 @@ import hashlib
 import io
 import os
 import re
+import select
 import shutil
 import signal
 import sys
@@ -187,9 +188,14 @@ def test_a_server_process_runs_in_its_own_group_and_its_whole_group_is_stopped(
         assert os.getpgid(server.pid) == server.pid != os.getpgid(0)
         server.wait_ready(lambda: "child=" in (tmp_path / "out.log").read_text(), timeout=30)
         child = int(re.findall(r"child=(\d+)", (tmp_path / "out.log").read_text())[0])
-        server.stop(grace=10)
-        assert server.returncode is not None
-        assert not _alive(child)  # SIGTERM reached the whole group, not just the shell
+        exited = os.pidfd_open(child)  # readable once the child (not ours to wait for) exits
+        try:
+            server.stop(grace=10)
+            assert server.returncode is not None
+            # SIGTERM reached the whole group, not just the shell: the sleep ends too
+            assert select.select([exited], [], [], 30)[0] == [exited]
+        finally:
+            os.close(exited)
     finally:
         server.stop()
 
