@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
@@ -110,28 +111,46 @@ def _need(version: str) -> None:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(
-    ("version", "sig"),
+    ("version", "sig", "keep"),
     [
-        pytest.param(KAFKA_VERSION, signal.SIGTERM, marks=pytest.mark.kafka23, id="kafka23-TERM"),
-        pytest.param(KAFKA4_VERSION, signal.SIGTERM, marks=pytest.mark.kafka4, id="kafka4-TERM"),
-        pytest.param(KAFKA4_VERSION, signal.SIGHUP, marks=pytest.mark.kafka4, id="kafka4-HUP"),
+        pytest.param(KAFKA_VERSION, signal.SIGTERM, False, marks=pytest.mark.kafka23, id="23-TERM"),
+        pytest.param(KAFKA4_VERSION, signal.SIGTERM, False, marks=pytest.mark.kafka4, id="4-TERM"),
+        pytest.param(KAFKA4_VERSION, signal.SIGHUP, False, marks=pytest.mark.kafka4, id="4-HUP"),
+        pytest.param(KAFKA4_VERSION, signal.SIGTERM, True, marks=pytest.mark.kafka4, id="4-keep"),
     ],
 )
 def test_kafka_cli_stops_every_process_and_removes_its_work_folder(
-    clis: list[Cli], version: str, sig: signal.Signals
+    clis: list[Cli], version: str, sig: signal.Signals, keep: bool
 ) -> None:
     _need(version)
-    cli = Cli("aiogroup.testing.kafka", "--version", version, "--topic", "orders:3")
+    args = ["--version", version, "--topic", "orders:3", "--topic", "audit"]
+    cli = Cli("aiogroup.testing.kafka", *args, *(["--keep"] if keep else []))
     clis.append(cli)
     ready = cli.wait_for("ready", 240)
     pids, work = server_pids(ready), Path(ready["work"])
-    assert pids and all(alive(p) for p in pids)
-    assert work.is_dir()
-    assert partitions_of(ready["bootstrap"], "orders") == 3
-    cli.process.send_signal(sig)
-    assert cli.process.wait(timeout=60) == 0
-    assert not [p for p in pids if alive(p)]
-    assert not work.exists()
+    try:
+        assert pids and all(alive(p) for p in pids)
+        assert work.is_dir()
+        assert partitions_of(ready["bootstrap"], "orders") == 3
+        assert partitions_of(ready["bootstrap"], "audit") == 1
+        cli.process.send_signal(sig)
+        assert cli.process.wait(timeout=60) == 0
+        assert not [p for p in pids if alive(p)]
+        assert work.exists() is keep
+        if keep:
+            assert (work / "server.log").stat().st_size > 0
+    finally:
+        if keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_bad_topic_is_refused_by_the_command_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "aiogroup.testing.kafka", "--topic", "orders:zero"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "want NAME[:PARTITIONS]" in done.stderr
 
 
 @pytest.mark.kafka4
