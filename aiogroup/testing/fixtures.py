@@ -8,29 +8,33 @@ pytest-asyncio in both its ``strict`` (default) and ``auto`` modes.
 * ``threaded_broker`` (function scope): the same on its own thread, for blocking clients
   (confluent-kafka, kafka-python) and sync tests.
 * ``apache_kafka`` (session scope): Apache Kafka 2.3.0 with ZooKeeper on the local JVM
-  (:class:`~aiogroup.testing.kafka.KafkaBroker`), started once per test session.
-* ``kafka_broker`` (module scope), parametrised over four brokers:
+  (:class:`~aiogroup.testing.kafka.KafkaBroker`), started once per test session;
+  ``apache_kafka4`` the same for Kafka 4.1.1 in KRaft mode.
+* ``kafka_broker`` (module scope), parametrised over six brokers:
 
   - ``embedded``: ours, in a thread;
   - ``tansu``: the Tansu binary from the ``broker`` extra (skipped when it is not installed);
   - ``kafka23``: Apache Kafka 2.3.0 without Docker (the session's ``apache_kafka``; skipped,
     with the reason, when there is no Java >= 11, no pyspark jars or no package index);
+  - ``kafka4`` / ``kafka39``: Apache Kafka 4.1.1 / 3.9.1 in KRaft mode without Docker (one
+    broker per version per session; skipped, with the reason, when there is no Java >= 17 /
+    11 or the pinned jars cannot be downloaded);
   - ``kafka``: Apache Kafka in Docker via testcontainers (skipped, with the reason, when no
     Docker engine answers).
 
   Each yields a :class:`BrokerHandle`: ``handle.bootstrap``, ``handle.kind``; for the embedded
-  broker ``handle.embedded`` (fault injection, group inspection), for Kafka 2.3
-  ``handle.apache`` (topics, the processes). Tests that need Kafka's exact group semantics can
-  ``handle.require_kafka_semantics()`` to skip on Tansu.
+  broker ``handle.embedded`` (fault injection, group inspection), for the local Apache Kafka
+  brokers ``handle.apache`` (topics, tools, the processes). Tests that need Kafka's exact
+  group semantics can ``handle.require_kafka_semantics()`` to skip on Tansu.
 
 * ``java_peer`` and ``franz_go_peer`` (session scope): the command lines of the Java
   ``KafkaConsumer`` and franz-go peers of :mod:`aiogroup.testing.peers`, built once (skipped,
   with the reason, when there is no JDK or no Go).
 
-The ``tansu``, ``kafka23`` and ``kafka`` parameters carry the ``tansu`` / ``kafka23`` /
-``docker`` markers, so ``-m "not docker"`` deselects them. With ``AIOGROUP_REQUIRE_KAFKA=1`` in
-the environment (CI sets it) Kafka 2.3 or a peer being unavailable fails the tests instead of
-skipping.
+The ``tansu``, ``kafka23``, ``kafka4``, ``kafka39`` and ``kafka`` parameters carry the
+``tansu`` / ``kafka23`` / ``kafka4`` / ``kafka39`` / ``docker`` markers, so ``-m "not docker"``
+deselects them. With ``AIOGROUP_REQUIRE_KAFKA=1`` in the environment (CI sets it) a local Apache
+Kafka or a peer being unavailable fails the tests instead of skipping.
 """
 
 from __future__ import annotations
@@ -45,25 +49,39 @@ import pytest
 
 from aiogroup.testing.broker import EmbeddedBroker, ThreadedBroker
 from aiogroup.testing.coordinator import CoordinatorConfig
-from aiogroup.testing.kafka import KafkaBroker, kafka_available
+from aiogroup.testing.kafka import (
+    KAFKA4_VERSION,
+    KAFKA39_VERSION,
+    KAFKA_VERSION,
+    KafkaBroker,
+    kafka_available,
+)
 from aiogroup.testing.tansu import TansuBroker, docker_engine_available, find_tansu
 
 __all__ = [
+    "APACHE_KINDS",
     "BROKER_KINDS",
     "BrokerHandle",
     "apache_kafka",
+    "apache_kafka4",
     "embedded_broker",
     "franz_go_peer",
     "java_peer",
     "kafka_broker",
+    "session_kafka",
     "start_broker",
     "threaded_broker",
 ]
 
-BROKER_KINDS = ("embedded", "tansu", "kafka23", "kafka")
+BROKER_KINDS = ("embedded", "tansu", "kafka23", "kafka4", "kafka39", "kafka")
 
-#: Kafka's image, started in KRaft mode with no initial rebalance delay (fast tests).
-KAFKA_IMAGE = "apache/kafka:3.9.0"
+#: The local Apache Kafka kinds and the version each runs (:class:`KafkaBroker`).
+APACHE_KINDS = {"kafka23": KAFKA_VERSION, "kafka4": KAFKA4_VERSION, "kafka39": KAFKA39_VERSION}
+
+#: Kafka's image (the launcher's default modern version), started in KRaft mode with no
+#: initial rebalance delay (fast tests); ``KAFKA39_IMAGE`` is the 3.9 line's.
+KAFKA_IMAGE = f"apache/kafka:{KAFKA4_VERSION}"
+KAFKA39_IMAGE = f"apache/kafka:{KAFKA39_VERSION}"
 
 
 @dataclass
@@ -91,19 +109,19 @@ def _embedded_config() -> CoordinatorConfig:
     return CoordinatorConfig(initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
 
 
-def _kafka23_unavailable(reason: str) -> None:
-    message = f"Apache Kafka 2.3 cannot run here: {reason}"
+def _kafka_unavailable(version: str, reason: str) -> None:
+    message = f"Apache Kafka {version} cannot run here: {reason}"
     if os.environ.get("AIOGROUP_REQUIRE_KAFKA") == "1":
         pytest.fail(f"{message} (AIOGROUP_REQUIRE_KAFKA=1)", pytrace=False)
     pytest.skip(message)
 
 
 @contextlib.contextmanager
-def _apache_kafka() -> Iterator[KafkaBroker]:
-    ok, reason = kafka_available()
+def _apache_kafka(version: str) -> Iterator[KafkaBroker]:
+    ok, reason = kafka_available(version)
     if not ok:
-        _kafka23_unavailable(reason)
-    with KafkaBroker() as kafka:
+        _kafka_unavailable(version, reason)
+    with KafkaBroker(version=version) as kafka:
         yield kafka
 
 
@@ -118,9 +136,9 @@ def start_broker(kind: str) -> Iterator[BrokerHandle]:
             pytest.skip("Tansu is not installed (pip install 'aiogroup[broker]')")
         with TansuBroker() as tansu:
             yield BrokerHandle("tansu", tansu.bootstrap)
-    elif kind == "kafka23":
-        with _apache_kafka() as kafka:
-            yield BrokerHandle("kafka23", kafka.bootstrap, apache=kafka)
+    elif kind in APACHE_KINDS:
+        with _apache_kafka(APACHE_KINDS[kind]) as kafka:
+            yield BrokerHandle(kind, kafka.bootstrap, apache=kafka)
     elif kind == "kafka":
         ok, reason = docker_engine_available()
         if not ok:
@@ -132,13 +150,13 @@ def start_broker(kind: str) -> Iterator[BrokerHandle]:
 
 
 @contextlib.contextmanager
-def _kafka_container() -> Iterator[str]:  # pragma: no cover - needs Docker
+def _kafka_container(image: str = KAFKA_IMAGE) -> Iterator[str]:  # pragma: no cover - Docker
     try:
         from testcontainers.community.kafka import KafkaContainer
     except ImportError:
         from testcontainers.kafka import KafkaContainer
 
-    container: Any = KafkaContainer(KAFKA_IMAGE).with_kraft()
+    container: Any = KafkaContainer(image).with_kraft()
     container.with_env("KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
     container.with_env("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "true")
     with container:
@@ -171,39 +189,41 @@ def threaded_broker() -> Iterator[ThreadedBroker]:
         yield broker
 
 
-_KAFKA_KEY = pytest.StashKey[KafkaBroker | BaseException]()
+_KAFKA_KEY = pytest.StashKey[dict[str, KafkaBroker | BaseException]]()
 
 
-def _session_kafka(config: pytest.Config) -> KafkaBroker:
-    """The session's one Kafka 2.3 broker, started on first use and stopped at session end.
+def session_kafka(config: pytest.Config, version: str = KAFKA_VERSION) -> KafkaBroker:
+    """The session's one broker of Kafka ``version``, started on first use and stopped at
+    session end.
 
     Kept in the config's stash (not a fixture) so ``kafka_broker`` finds it however the
     fixtures were registered; a failed start is remembered, so it is tried once per session.
     """
-    held = config.stash.get(_KAFKA_KEY, None)
+    brokers = config.stash.setdefault(_KAFKA_KEY, {})
+    held = brokers.get(version)
     if held is None:
-        ok, reason = kafka_available()
+        ok, reason = kafka_available(version)
         if not ok:
-            held = config.stash[_KAFKA_KEY] = _KafkaMissing(reason)
+            held = brokers[version] = _KafkaMissing(reason)
         else:
-            kafka = KafkaBroker()
+            kafka = KafkaBroker(version=version)
             try:
                 kafka.start()
             except Exception as exc:
-                held = config.stash[_KAFKA_KEY] = exc
+                held = brokers[version] = exc
             else:
-                held = config.stash[_KAFKA_KEY] = kafka
+                held = brokers[version] = kafka
                 config.add_cleanup(kafka.stop)
     if isinstance(held, _KafkaMissing):
-        _kafka23_unavailable(str(held))
+        _kafka_unavailable(version, str(held))
     if isinstance(held, BaseException):
-        pytest.fail(f"Apache Kafka 2.3 did not start: {held}", pytrace=False)
+        pytest.fail(f"Apache Kafka {version} did not start: {held}", pytrace=False)
     assert isinstance(held, KafkaBroker)
     return held
 
 
 class _KafkaMissing(Exception):
-    """Kafka 2.3 cannot run on this machine (the reason is the message)."""
+    """Kafka cannot run on this machine (the reason is the message)."""
 
 
 @pytest.fixture(scope="session")
@@ -212,7 +232,13 @@ def apache_kafka(pytestconfig: pytest.Config) -> KafkaBroker:
 
     Tests that stop or restart the broker start their own :class:`KafkaBroker` instead.
     """
-    return _session_kafka(pytestconfig)
+    return session_kafka(pytestconfig, KAFKA_VERSION)
+
+
+@pytest.fixture(scope="session")
+def apache_kafka4(pytestconfig: pytest.Config) -> KafkaBroker:
+    """Apache Kafka 4.1.1 (KRaft) for the whole session: use fresh groups and topics."""
+    return session_kafka(pytestconfig, KAFKA4_VERSION)
 
 
 @pytest.fixture(
@@ -221,17 +247,20 @@ def apache_kafka(pytestconfig: pytest.Config) -> KafkaBroker:
         pytest.param("embedded", id="embedded"),
         pytest.param("tansu", id="tansu", marks=pytest.mark.tansu),
         pytest.param("kafka23", id="kafka23", marks=pytest.mark.kafka23),
+        pytest.param("kafka4", id="kafka4", marks=pytest.mark.kafka4),
+        pytest.param("kafka39", id="kafka39", marks=pytest.mark.kafka39),
         pytest.param("kafka", id="kafka", marks=pytest.mark.docker),
     ],
 )
 def kafka_broker(request: pytest.FixtureRequest) -> Iterator[BrokerHandle]:
     """One broker per kind, shared by a module's tests (use fresh group ids and topics).
 
-    Kafka 2.3 is the session's one broker (``apache_kafka``): it takes seconds to start.
+    Each local Apache Kafka version is the session's one broker of it (``apache_kafka`` for
+    2.3, ``apache_kafka4`` for 4.1.1): they take seconds to start.
     """
-    if request.param == "kafka23":
-        kafka = _session_kafka(request.config)
-        yield BrokerHandle("kafka23", kafka.bootstrap, apache=kafka)
+    if request.param in APACHE_KINDS:
+        kafka = session_kafka(request.config, APACHE_KINDS[request.param])
+        yield BrokerHandle(request.param, kafka.bootstrap, apache=kafka)
         return
     with start_broker(request.param) as handle:
         yield handle

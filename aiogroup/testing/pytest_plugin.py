@@ -1,9 +1,10 @@
 """The pytest plugin pytest loads by itself once aiogroup is installed (entry point ``pytest11``).
 
 It makes the fixtures of :mod:`aiogroup.testing.fixtures` (``embedded_broker``,
-``threaded_broker``, ``apache_kafka``, ``kafka_broker``, ``java_peer``, ``franz_go_peer``)
-available to every test, with no ``pytest_plugins`` line, and registers the markers that
-``kafka_broker``'s parameters carry (``tansu``, ``kafka23``, ``docker``), so
+``threaded_broker``, ``apache_kafka``, ``apache_kafka4``, ``kafka_broker``, ``java_peer``,
+``franz_go_peer``) available to every test, with no ``pytest_plugins`` line, and registers the
+markers that ``kafka_broker``'s parameters carry (``tansu``, ``kafka23``, ``kafka4``,
+``kafka39``, ``docker``), so
 ``--strict-markers`` accepts them.
 
 The fixtures module is registered under its own module name, which is the name pytest checks
@@ -28,6 +29,8 @@ __all__ = ["MARKERS", "WARNING_FILTERS", "pytest_configure"]
 MARKERS = {
     "tansu": "needs the Tansu broker from the aiogroup[broker] extra",
     "kafka23": "runs Apache Kafka 2.3.0 with ZooKeeper on the local JVM (aiogroup.testing.kafka)",
+    "kafka4": "runs Apache Kafka 4.1.1 in KRaft mode on the local JVM (aiogroup.testing.kafka)",
+    "kafka39": "runs Apache Kafka 3.9.1 in KRaft mode on the local JVM (aiogroup.testing.kafka)",
     "docker": "needs a Docker engine (Apache Kafka via testcontainers)",
 }
 

@@ -8,23 +8,41 @@ Usage::
 
     with TansuBroker() as broker:
         print(broker.bootstrap)     # "127.0.0.1:PORT"
+
+From the command line: ``python -m aiogroup.testing.tansu [--port PORT]`` prints
+``ready bootstrap=HOST:PORT tansu=PID`` and runs until SIGTERM, SIGHUP or Ctrl-C, which stop
+Tansu too.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
+import signal
 import socket
-import subprocess
-import time
+import sys
 from pathlib import Path
 from types import TracebackType
 
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing.processes import terminate
+from aiogroup.testing.processes import (
+    ServerProcess,
+    ServerStartError,
+    StopSignal,
+    free_port,
+    stop_on_signals,
+)
 
-__all__ = ["TansuBroker", "docker_engine_available", "find_tansu", "free_port"]
+__all__ = [
+    "TansuBroker",
+    "TansuStartError",
+    "docker_engine_available",
+    "find_tansu",
+    "free_port",
+    "main",
+]
 
 
 def find_tansu() -> Path | None:
@@ -44,14 +62,6 @@ def find_tansu() -> Path | None:
     return path if path.exists() else None
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def docker_engine_available() -> tuple[bool, str]:
     """Whether a Docker *engine* answers (the client binary alone is not enough).
 
@@ -67,6 +77,10 @@ def docker_engine_available() -> tuple[bool, str]:
     except Exception as exc:  # any failure means "no engine here"
         return False, f"no Docker engine answers ({type(exc).__name__}: {exc})"[:300]
     return True, "Docker engine available"
+
+
+class TansuStartError(ServerStartError, ConfigurationError):
+    """Tansu exited or did not accept connections in time."""
 
 
 class TansuBroker:
@@ -90,48 +104,36 @@ class TansuBroker:
         self.start_timeout = start_timeout
         #: The port named in metadata answers (a proxy in front of Tansu); default: ``port``.
         self.advertised_port = advertised_port or self.port
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: ServerProcess | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
     def start(self) -> TansuBroker:
-        url = f"tcp://{self.host}:{self.port}"
-        self.process = subprocess.Popen(
-            [
-                str(self.binary),
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                f"tcp://{self.host}:{self.advertised_port}",
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
-        )
-        deadline = time.monotonic() + self.start_timeout
-        while True:
-            if self.process.poll() is not None:
-                raise ConfigurationError(f"tansu exited with code {self.process.returncode}")
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.5):
-                    return self
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise ConfigurationError(
-                        f"tansu did not accept connections on {self.bootstrap}"
-                    ) from None
-                time.sleep(0.02)  # polling a port for readiness, not synchronising tests
+        argv = [
+            str(self.binary), "broker",
+            "--listener-url", f"tcp://{self.host}:{self.port}",
+            "--advertised-listener-url", f"tcp://{self.host}:{self.advertised_port}",
+            "--storage-engine", "memory://tansu/",
+        ]  # fmt: skip
+        env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+        self.process = ServerProcess("tansu", argv, env=env, error=TansuStartError).start()
+        try:
+            self.process.wait_ready(self._accepts, timeout=self.start_timeout, interval=0.02)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _accepts(self) -> bool:
+        with socket.create_connection((self.host, self.port), timeout=0.5):
+            return True
 
     def stop(self) -> None:
-        proc, self.process = self.process, None
-        if proc is not None:
-            terminate(proc, grace=5.0)
+        process, self.process = self.process, None
+        if process is not None:
+            process.stop(grace=5.0)
 
     def __enter__(self) -> TansuBroker:
         return self.start()
@@ -143,3 +145,28 @@ class TansuBroker:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m aiogroup.testing.tansu",
+        description="Run Tansu on 127.0.0.1 until SIGTERM, SIGHUP or Ctrl-C (which stop it).",
+    )
+    parser.add_argument("--port", type=int, default=0, help="default: a free port")
+    args = parser.parse_args(argv)
+    try:
+        with stop_on_signals(), TansuBroker(args.port or None) as broker:
+            pid = broker.process.pid if broker.process is not None else 0
+            print(f"ready bootstrap={broker.bootstrap} tansu={pid}", flush=True)
+            while True:
+                signal.pause()
+    except StopSignal as stop:
+        print(f"{stop}: stopped", flush=True)
+    except ConfigurationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

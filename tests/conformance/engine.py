@@ -28,7 +28,7 @@ import pytest
 from aiogroup.testing import _wire
 from aiogroup.testing.broker import ThreadedBroker
 from aiogroup.testing.coordinator import RULES, CoordinatorConfig
-from aiogroup.testing.fixtures import BrokerHandle, _session_kafka, start_broker
+from aiogroup.testing.fixtures import BrokerHandle, session_kafka, start_broker
 from aiogroup.testing.kafka import KafkaBroker
 
 from .scenarios import SCENARIOS, Env, Outcome, Spec
@@ -44,13 +44,13 @@ LABELS = {
     "tansu": "Tansu",
     "kafka": "Kafka via Docker",
 }
-#: The flavour each broker kind is held to (Docker runs apache/kafka:3.9.0, see fixtures).
+#: The flavour each broker kind is held to (Docker runs apache/kafka:4.1.1, see fixtures).
 FLAVOUR_OF = {
     "embedded-kafka2": "kafka2",
     "embedded-kafka3": "kafka3",
     "embedded-kafka4": "kafka4",
     "kafka23": "kafka2",
-    "kafka": "kafka3",
+    "kafka": "kafka4",
 }
 
 #: The ``limits`` profile: settings some scenarios need (see ``scenarios.Spec``).
@@ -128,7 +128,7 @@ class _Brokers:
             return BrokerHandle(kind, threaded.bootstrap, threaded)
         if kind == "kafka23":
             if profile == "default":
-                kafka = _session_kafka(self.config)
+                kafka = session_kafka(self.config)
             else:
                 # Ready means its coordinator has loaded its offsets (KafkaBroker's own wait).
                 kafka = self._stack.enter_context(KafkaBroker(config=LIMITS_KAFKA))

@@ -1,9 +1,10 @@
-"""Brokers for the integration tests: Tansu (always), Apache Kafka 2.3 (local JVM) and Apache
-Kafka via testcontainers (Docker).
+"""Brokers for the integration tests: Tansu (always), Apache Kafka 2.3 and 4.1.1 (local JVM)
+and Apache Kafka via testcontainers (Docker).
 
 Every test that takes ``cluster`` runs once per broker kind. Tansu gets a broker per module;
-Kafka 2.3 is the session's one broker (``aiogroup.testing.fixtures``: it takes seconds and
-~300 MB to start), marked ``kafka23``, skipped with the reason where it cannot run (failed under
+Kafka 2.3 and Kafka 4.1.1 (KRaft) are each the session's one broker of that version
+(``aiogroup.testing.fixtures``: they take seconds and ~300 MB to start), marked ``kafka23`` /
+``kafka4``, skipped with the reason where they cannot run (failed under
 ``AIOGROUP_REQUIRE_KAFKA=1``, as CI sets). The Docker variant is marked ``docker`` and skips
 with the reason :func:`docker_engine_available` gives when no Docker engine answers. Each test
 uses fresh group ids and topics.
@@ -16,13 +17,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from aiogroup.testing.fixtures import apache_kafka  # noqa: F401 - the session fixture, by name
+from aiogroup.testing.fixtures import (  # noqa: F401 - the session fixtures, by name
+    KAFKA_IMAGE,
+    apache_kafka,
+    apache_kafka4,
+)
 from aiogroup.testing.tansu import TansuBroker, docker_engine_available, find_tansu
 
 
 @dataclass(frozen=True)
 class Cluster:
-    kind: str  # "tansu", "kafka23" or "kafka"
+    kind: str  # "tansu", "kafka23", "kafka4" or "kafka"
     bootstrap: str
 
 
@@ -39,7 +44,7 @@ def _kafka() -> Iterator[Cluster]:
         pytest.skip(f"Apache Kafka tests need a Docker engine: {reason}")
     from testcontainers.community.kafka import KafkaContainer
 
-    container = KafkaContainer("apache/kafka:4.1.0").with_env(
+    container = KafkaContainer(KAFKA_IMAGE).with_env(
         "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0"
     )
     with container as kafka:
@@ -51,11 +56,15 @@ def _kafka() -> Iterator[Cluster]:
     params=[
         pytest.param("tansu", marks=pytest.mark.tansu),
         pytest.param("kafka23", marks=pytest.mark.kafka23),
+        pytest.param("kafka4", marks=pytest.mark.kafka4),
         pytest.param("kafka", marks=pytest.mark.docker),
     ],
 )
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     if request.param == "kafka23":
         yield Cluster("kafka23", request.getfixturevalue("apache_kafka").bootstrap)
+        return
+    if request.param == "kafka4":
+        yield Cluster("kafka4", request.getfixturevalue("apache_kafka4").bootstrap)
         return
     yield from (_tansu() if request.param == "tansu" else _kafka())

