@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aiogroup import _moved
-from aiogroup._lazy import lazy_attributes
+from aiogroup.lazy import lazy_attributes
 
 _moved.install()  # modules that moved stay importable under their old names for one release
 

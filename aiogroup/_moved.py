@@ -29,6 +29,12 @@ MOVED: dict[str, str] = {
     "aiogroup.demo": "aiogroup.tools.demo",
     "aiogroup.chaos": "aiogroup.tools.chaos",
     "aiogroup.analytics": "aiogroup.tools.audit",
+    "aiogroup.testing.broker": "aiogroup.testing.embedded.broker",
+    "aiogroup.testing.coordinator": "aiogroup.testing.embedded.coordinator",
+    "aiogroup.testing.faults": "aiogroup.testing.embedded.faults",
+    "aiogroup.testing.kafka": "aiogroup.testing.launchers.kafka",
+    "aiogroup.testing.tansu": "aiogroup.testing.launchers.tansu",
+    "aiogroup.testing.processes": "aiogroup.testing.launchers.processes",
 }
 
 

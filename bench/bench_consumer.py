@@ -309,7 +309,7 @@ def main() -> None:
     clients = [c for c in args.clients.split(",") if c]
     broker = None
     if not args.bootstrap:
-        from aiogroup.testing.kafka import KafkaBroker
+        from aiogroup.testing.launchers.kafka import KafkaBroker
 
         broker = KafkaBroker(quick_jit=False, heap_mb=1024)
         broker.start()

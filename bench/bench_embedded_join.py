@@ -27,9 +27,9 @@ from typing import Any
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from aiogroup.testing.broker import ThreadedBroker
-from aiogroup.testing.coordinator import CoordinatorConfig
-from aiogroup.testing.tansu import TansuBroker, find_tansu
+from aiogroup.testing.embedded.broker import ThreadedBroker
+from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+from aiogroup.testing.launchers.tansu import TansuBroker, find_tansu
 
 
 class Member:

@@ -450,14 +450,15 @@ class RunResult:
 
 @contextlib.contextmanager
 def embedded_broker_process(partitions: int) -> Iterator[str]:
-    """``python -m aiogroup.testing.broker`` on a free loopback port, stopped by pid; topics
+    """``python -m aiogroup.testing.embedded.broker`` on a free loopback port, stopped by pid;
+    topics
     are created on first use with ``partitions`` partitions."""
-    from aiogroup.testing.processes import terminate
-    from aiogroup.testing.tansu import free_port
+    from aiogroup.testing.launchers.processes import terminate
+    from aiogroup.testing.launchers.tansu import free_port
 
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "aiogroup.testing.broker", "--host", "127.0.0.1",
+        [sys.executable, "-m", "aiogroup.testing.embedded.broker", "--host", "127.0.0.1",
          "--port", str(port), "--group-min-session-timeout-ms", "1000",
          "--initial-rebalance-delay-ms", "0", "--num-partitions", str(partitions)],
         stdout=subprocess.PIPE,
@@ -506,7 +507,7 @@ class Bench:
             with embedded_broker_process(self.args.partitions) as bootstrap:
                 yield bootstrap, lambda name, n: create_by_metadata(bootstrap, name, n)
         elif kind == "kafka23":
-            from aiogroup.testing.kafka import KafkaBroker
+            from aiogroup.testing.launchers.kafka import KafkaBroker
 
             with KafkaBroker(quick_jit=False) as kafka:
                 yield kafka.bootstrap, lambda name, n: kafka.create_topic(name, n, timeout=120)

@@ -172,7 +172,7 @@ class DescribeGroupsProbe:
         self.timeout = timeout
 
     async def snapshot(self, group_id: str) -> GroupSnapshot:
-        from aiogroup.testing.broker import RawClient
+        from aiogroup.testing.embedded.broker import RawClient
 
         async with RawClient(self.bootstrap, client_id="rolling-upgrade-probe") as client:
             version = await client.version("FindCoordinator")
@@ -760,7 +760,7 @@ async def run_on_embedded_broker(
     **kwargs: Any,
 ) -> UpgradeReport:
     """Start aiogroup's embedded broker on a free loopback port and run the upgrade on it."""
-    from aiogroup.testing.broker import EmbeddedBroker
+    from aiogroup.testing.embedded.broker import EmbeddedBroker
 
     async with EmbeddedBroker(topics=topics) as broker:
         return await rolling_upgrade(

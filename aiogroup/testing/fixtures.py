@@ -8,7 +8,7 @@ pytest-asyncio in both its ``strict`` (default) and ``auto`` modes.
 * ``threaded_broker`` (function scope): the same on its own thread, for blocking clients
   (confluent-kafka, kafka-python) and sync tests.
 * ``apache_kafka`` (session scope): Apache Kafka 2.3.0 with ZooKeeper on the local JVM
-  (:class:`~aiogroup.testing.kafka.KafkaBroker`), started once per test session;
+  (:class:`~aiogroup.testing.launchers.kafka.KafkaBroker`), started once per test session;
   ``apache_kafka4`` the same for Kafka 4.1.1 in KRaft mode.
 * ``kafka_broker`` (module scope), parametrised over six brokers:
 
@@ -47,16 +47,16 @@ from typing import Any, TypeVar, cast
 
 import pytest
 
-from aiogroup.testing.broker import EmbeddedBroker, ThreadedBroker
-from aiogroup.testing.coordinator import CoordinatorConfig
-from aiogroup.testing.kafka import (
+from aiogroup.testing.embedded.broker import EmbeddedBroker, ThreadedBroker
+from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+from aiogroup.testing.launchers.kafka import (
     KAFKA4_VERSION,
     KAFKA39_VERSION,
     KAFKA_VERSION,
     KafkaBroker,
     kafka_available,
 )
-from aiogroup.testing.tansu import TansuBroker, docker_engine_available, find_tansu
+from aiogroup.testing.launchers.tansu import TansuBroker, docker_engine_available, find_tansu
 
 __all__ = [
     "APACHE_KINDS",

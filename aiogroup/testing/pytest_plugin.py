@@ -28,9 +28,9 @@ __all__ = ["MARKERS", "WARNING_FILTERS", "pytest_configure"]
 #: Markers carried by the ``kafka_broker`` fixture's parameters.
 MARKERS = {
     "tansu": "needs the Tansu broker from the aiogroup[broker] extra",
-    "kafka23": "runs Apache Kafka 2.3.0 with ZooKeeper on the local JVM (aiogroup.testing.kafka)",
-    "kafka4": "runs Apache Kafka 4.1.1 in KRaft mode on the local JVM (aiogroup.testing.kafka)",
-    "kafka39": "runs Apache Kafka 3.9.1 in KRaft mode on the local JVM (aiogroup.testing.kafka)",
+    "kafka23": "runs Apache Kafka 2.3.0 with ZooKeeper on the local JVM (aiogroup.testing)",
+    "kafka4": "runs Apache Kafka 4.1.1 in KRaft mode on the local JVM (aiogroup.testing)",
+    "kafka39": "runs Apache Kafka 3.9.1 in KRaft mode on the local JVM (aiogroup.testing)",
     "docker": "needs a Docker engine (Apache Kafka via testcontainers)",
 }
 

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing import _wire
+from aiogroup.testing import wire
 
 __all__ = [
     "MECHANISMS",
@@ -430,13 +430,13 @@ def sasl_login(
     correlation = iter(range(1, 100))
 
     def call(api: str, version: int, values: Mapping[str, object]) -> object:
-        return _wire.blocking_request(sock, api, version, values, correlation_id=next(correlation))
+        return wire.blocking_request(sock, api, version, values, correlation_id=next(correlation))
 
     def token_exchange(token: bytes) -> bytes:
         if handshake_version == 0:
             sock.sendall(struct.pack(">i", len(token)) + token)
-            size = _wire.frame_size(_wire.recv_exactly(sock, 4))
-            return _wire.recv_exactly(sock, size)
+            size = wire.frame_size(wire.recv_exactly(sock, 4))
+            return wire.recv_exactly(sock, size)
         answer: object = call("SaslAuthenticate", 1, {"auth_bytes": token})
         code = int(getattr(answer, "error_code", -1))
         if code:

@@ -30,13 +30,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiogroup.client.transport import Request, Transport
-from aiogroup.testing._wire import (
+from aiogroup.testing.wire import (
     API_KEYS_BY_NAME,
     SUPPORTED_VERSIONS,
     decode_request,
     encode_response,
 )
-from aiogroup.testing._wire import Request as DecodedRequest
+from aiogroup.testing.wire import Request as DecodedRequest
 
 __all__ = ["Answer", "DecodedRequest", "ScriptedTransport"]
 

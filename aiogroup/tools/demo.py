@@ -799,7 +799,7 @@ async def _run(
 async def _embedded_broker(
     show: Callable[[DemoEvent], None], ledger: _Ledger
 ) -> AsyncIterator[str]:
-    from aiogroup.testing.broker import EmbeddedBroker
+    from aiogroup.testing.embedded.broker import EmbeddedBroker
 
     async with EmbeddedBroker() as broker:
         show(BrokerStarted(ledger.now(), "embedded", broker.bootstrap, None))
@@ -860,7 +860,7 @@ async def _run_embedded(args: argparse.Namespace, narrator: Narrator, ledger: _L
 
 def _run_tansu(args: argparse.Namespace, narrator: Narrator, ledger: _Ledger) -> int:
     from aiogroup.errors import ConfigurationError
-    from aiogroup.testing.tansu import TansuBroker
+    from aiogroup.testing.launchers.tansu import TansuBroker
 
     try:
         broker = TansuBroker()

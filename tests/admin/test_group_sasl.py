@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from aiogroup.client import GroupMember
-from aiogroup.testing.kafka import KafkaBroker, Listener, kafka_available
+from aiogroup.testing.launchers.kafka import KafkaBroker, Listener, kafka_available
 
 pytestmark = [pytest.mark.kafka23, pytest.mark.timeout(240)]
 

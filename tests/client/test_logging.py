@@ -20,7 +20,7 @@ from aiogroup import Consumer
 from aiogroup.client import GroupMember, reachability
 from aiogroup.protocol.types import TopicPartition
 from aiogroup.testing import EmbeddedBroker
-from aiogroup.testing.tansu import free_port
+from aiogroup.testing.launchers.tansu import free_port
 from tests.client.helpers import FAST
 
 pytestmark = pytest.mark.timeout(90)

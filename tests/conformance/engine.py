@@ -3,7 +3,7 @@
 Brokers (``KINDS``): the embedded broker in each coordinator flavour (``embedded-kafka2``
 follows Kafka 2.3's rules and must give exactly its outcomes; ``embedded-kafka3`` and
 ``embedded-kafka4`` may differ only where their own rules do), Tansu, Apache Kafka 2.3 (the
-reference: ``aiogroup.testing.kafka``, the session's broker) and Apache Kafka in Docker.
+reference: ``aiogroup.testing.launchers.kafka``, the session's broker) and Apache Kafka in Docker.
 
 A broker kind's run starts at its first test and runs all its scenarios concurrently (raw ones
 and real-client ones in separate pools); a scenario needing the ``limits`` profile gets a
@@ -25,11 +25,11 @@ from typing import Any
 
 import pytest
 
-from aiogroup.testing import _wire
-from aiogroup.testing.broker import ThreadedBroker
-from aiogroup.testing.coordinator import RULES, CoordinatorConfig
+from aiogroup.testing import wire
+from aiogroup.testing.embedded.broker import ThreadedBroker
+from aiogroup.testing.embedded.coordinator import RULES, CoordinatorConfig
 from aiogroup.testing.fixtures import BrokerHandle, session_kafka, start_broker
-from aiogroup.testing.kafka import KafkaBroker
+from aiogroup.testing.launchers.kafka import KafkaBroker
 
 from .scenarios import SCENARIOS, Env, Outcome, Spec
 
@@ -97,8 +97,8 @@ def not_applicable(spec: Spec, kind: str) -> str | None:
         return "Tansu has none of these settings"
     flavour = FLAVOUR_OF.get(kind)
     for api, version in spec.min_versions.items():
-        key = _wire.API_KEYS_BY_NAME[api]
-        if flavour == "kafka2" and _wire.KAFKA_23_VERSIONS[key][1] < version:
+        key = wire.API_KEYS_BY_NAME[api]
+        if flavour == "kafka2" and wire.KAFKA_23_VERSIONS[key][1] < version:
             return f"{api} v{version} is newer than Kafka 2.3"
     return None
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiogroup.protocol import Subscription, encode_subscription
-from aiogroup.testing._hashorder import FLAVOUR_MAPS, KeyOrder
-from aiogroup.testing.broker import RawClient
+from aiogroup.testing.embedded.broker import RawClient
+from aiogroup.testing.embedded.hashorder import FLAVOUR_MAPS, KeyOrder
 from aiogroup.testing.fixtures import BrokerHandle
 
 Outcome = dict[str, Any]

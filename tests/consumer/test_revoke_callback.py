@@ -13,7 +13,7 @@ import pytest
 from aiogroup import Consumer
 from aiogroup.consumer.errors import ConsumerStoppedError
 from aiogroup.protocol.types import TopicPartition
-from aiogroup.testing.broker import EmbeddedBroker
+from aiogroup.testing.embedded.broker import EmbeddedBroker
 
 from .helpers import CONVERGE_S, produce, read_until, unique, wait_for
 

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from aiogroup.client import GroupMember
-from aiogroup.testing.broker import ThreadedBroker
-from aiogroup.testing.coordinator import CoordinatorConfig, GroupView
+from aiogroup.testing.embedded.broker import ThreadedBroker
+from aiogroup.testing.embedded.coordinator import CoordinatorConfig, GroupView
 
 OUT = Path(__file__).with_name("kafka_python_sticky.json")
 DEADLINE_S = 60.0

@@ -29,7 +29,7 @@ from typing import Any
 
 from aiogroup.observability.telemetry import ConfluentRecorder, JsonlTelemetry, KafkaPythonListener
 from aiogroup.protocol.types import TopicPartition
-from aiogroup.testing.tansu import TansuBroker
+from aiogroup.testing.launchers.tansu import TansuBroker
 
 HERE = Path(__file__).parent
 TOPIC = "orders"

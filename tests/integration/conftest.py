@@ -22,7 +22,7 @@ from aiogroup.testing.fixtures import (  # noqa: F401 - the session fixtures, by
     apache_kafka,
     apache_kafka4,
 )
-from aiogroup.testing.tansu import TansuBroker, docker_engine_available, find_tansu
+from aiogroup.testing.launchers.tansu import TansuBroker, docker_engine_available, find_tansu
 
 
 @dataclass(frozen=True)

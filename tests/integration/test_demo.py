@@ -17,7 +17,7 @@ import pytest
 from aiogroup import Consumer
 from aiogroup.protocol.types import TopicPartition
 from aiogroup.testing import EmbeddedBroker
-from aiogroup.testing.tansu import find_tansu
+from aiogroup.testing.launchers.tansu import find_tansu
 from aiogroup.tools.demo import (
     GaveUp,
     Joining,

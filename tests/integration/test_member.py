@@ -231,7 +231,7 @@ async def rebalances_iterator_and_cancellation(cluster: Cluster) -> None:
 
 @pytest.mark.tansu
 async def test_close_is_bounded_when_the_broker_is_gone() -> None:
-    from aiogroup.testing.tansu import TansuBroker
+    from aiogroup.testing.launchers.tansu import TansuBroker
 
     with TansuBroker() as broker:
         cluster = Cluster("tansu", broker.bootstrap)

@@ -17,7 +17,7 @@ from aiogroup.tools.chaos.brokers import Kafka23ChaosBroker, start_broker
 from aiogroup.tools.chaos.runner import ChaosConfig, make_plan, run_once
 
 if TYPE_CHECKING:
-    from aiogroup.testing.kafka import KafkaBroker
+    from aiogroup.testing.launchers.kafka import KafkaBroker
     from aiogroup.tools.chaos.brokers import ChaosBroker
 
 pytest.importorskip("confluent_kafka")

@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from aiogroup.testing.broker import ThreadedBroker
+from aiogroup.testing.embedded.broker import ThreadedBroker
 from aiogroup.testing.fixtures import BrokerHandle
-from aiogroup.testing.maven import parse_pins
+from aiogroup.testing.launchers.maven import parse_pins
 from aiogroup.testing.peers import JAVA_PINS, peer_command
 from tests.conformance.peers import Peer, Peers, create_topic, produce
 

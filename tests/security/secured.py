@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from aiogroup.testing.broker import ThreadedBroker
-from aiogroup.testing.coordinator import CoordinatorConfig
-from aiogroup.testing.kafka import KafkaBroker, kafka_available, security_config
+from aiogroup.testing.embedded.broker import ThreadedBroker
+from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+from aiogroup.testing.launchers.kafka import KafkaBroker, kafka_available, security_config
 from aiogroup.testing.listeners import Listener
 from aiogroup.testing.sasl import SaslCredentials
 from aiogroup.testing.tls import Pki

@@ -1,7 +1,7 @@
 """The SASL exchange on the wire: the embedded broker answers as Kafka 2.3 does.
 
 Raw requests with blocking sockets (``aiogroup.testing.sasl.sasl_login`` and
-``_wire.blocking_request``), the same assertions on both brokers: error codes, Kafka's error
+``wire.blocking_request``), the same assertions on both brokers: error codes, Kafka's error
 messages, which requests are served before authentication and which close the connection.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from aiogroup.testing import _wire
+from aiogroup.testing import wire
 from aiogroup.testing.sasl import sasl_login
 from tests.security.secured import PASSWORD, USER, SecuredBroker
 
@@ -111,17 +111,17 @@ def test_before_authentication_only_api_versions_and_the_handshake_are_served(
     secured: SecuredBroker,
 ) -> None:
     with raw(secured, "SASL_PLAINTEXT") as sock:
-        versions = _wire.blocking_request(sock, "ApiVersions", 0, {})
+        versions = wire.blocking_request(sock, "ApiVersions", 0, {})
         keys = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
         assert versions.error_code == 0 and keys[17][1] >= 1 and keys[36][1] >= 1
         with pytest.raises(ConnectionError):
-            _wire.blocking_request(sock, "Metadata", 1, {"topics": []}, correlation_id=2)
+            wire.blocking_request(sock, "Metadata", 1, {"topics": []}, correlation_id=2)
     # SaslAuthenticate before the handshake
     with raw(secured, "SASL_PLAINTEXT") as sock, pytest.raises(ConnectionError):
-        _wire.blocking_request(sock, "SaslAuthenticate", 1, {"auth_bytes": b"\0a\0b"})
+        wire.blocking_request(sock, "SaslAuthenticate", 1, {"auth_bytes": b"\0a\0b"})
     with raw(secured, "SASL_PLAINTEXT") as sock:  # a second handshake
-        first = _wire.blocking_request(sock, "SaslHandshake", 1, {"mechanism": "PLAIN"})
-        second = _wire.blocking_request(
+        first = wire.blocking_request(sock, "SaslHandshake", 1, {"mechanism": "PLAIN"})
+        second = wire.blocking_request(
             sock, "SaslHandshake", 1, {"mechanism": "PLAIN"}, correlation_id=2
         )
         assert (first.error_code, second.error_code) == (0, 34)
@@ -136,25 +136,25 @@ def test_sasl_requests_once_authenticated_get_illegal_sasl_state(
     with raw(secured, listener) as sock:
         correlation = 1
         if listener == "SASL_PLAINTEXT":
-            _wire.blocking_request(sock, "SaslHandshake", 1, {"mechanism": "PLAIN"})
-            done = _wire.blocking_request(
+            wire.blocking_request(sock, "SaslHandshake", 1, {"mechanism": "PLAIN"})
+            done = wire.blocking_request(
                 sock, "SaslAuthenticate", 1, {"auth_bytes": f"\0{USER}\0{PASSWORD}".encode()},
                 correlation_id=2,
             )  # fmt: skip
             assert done.error_code == 0
             correlation = 3
-        handshake = _wire.blocking_request(
+        handshake = wire.blocking_request(
             sock, "SaslHandshake", 1, {"mechanism": "PLAIN"}, correlation_id=correlation
         )
         assert (handshake.error_code, handshake.mechanisms) == (34, [])
-        again = _wire.blocking_request(
+        again = wire.blocking_request(
             sock, "SaslAuthenticate", 1, {"auth_bytes": b"x"}, correlation_id=correlation + 1
         )
         assert again.error_code == 34
         assert again.error_message == (
             "SaslAuthenticate request received after successful authentication"
         )
-        metadata = _wire.blocking_request(
+        metadata = wire.blocking_request(
             sock, "Metadata", 1, {"topics": []}, correlation_id=correlation + 2
         )
         assert [b.port for b in metadata.brokers] == [secured.ports[listener]]
@@ -165,13 +165,13 @@ def test_an_unsupported_api_versions_version_is_answered_before_authentication(
 ) -> None:
     """KIP-511: the v0 answer with UNSUPPORTED_VERSION, and the connection stays usable."""
     with raw(secured, "SASL_PLAINTEXT") as sock:
-        frame = _wire.encode_request(18, 0, {}, correlation_id=1)
+        frame = wire.encode_request(18, 0, {}, correlation_id=1)
         # Rewrite the version to 99 (the header's second int16).
         sock.sendall(frame[:6] + (99).to_bytes(2, "big") + frame[8:])
-        size = _wire.frame_size(_wire.recv_exactly(sock, 4))
-        answer = _wire.decode_response(18, 0, _wire.recv_exactly(sock, size))
+        size = wire.frame_size(wire.recv_exactly(sock, 4))
+        answer = wire.decode_response(18, 0, wire.recv_exactly(sock, size))
         assert answer.error_code == 35
-        handshake = _wire.blocking_request(
+        handshake = wire.blocking_request(
             sock, "SaslHandshake", 1, {"mechanism": "PLAIN"}, correlation_id=2
         )
         assert handshake.error_code == 0

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiogroup.protocol import Assignment, Subscription, encode_assignment, encode_subscription
-from aiogroup.testing.broker import EmbeddedBroker, RawClient
+from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient
 
 __all__ = [
     "FATAL",

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from aiogroup.testing.broker import EmbeddedBroker, RawClient, ThreadedBroker
-from aiogroup.testing.tansu import free_port
+from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient, ThreadedBroker
+from aiogroup.testing.launchers.tansu import free_port
 
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(120)]
 
@@ -196,7 +196,8 @@ def test_admin_topics_with_confluent(threaded: ThreadedBroker) -> None:
 def test_runs_as_a_module() -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "aiogroup.testing.broker", "--port", str(port), "--topic", "x:3"],
+        [sys.executable, "-m", "aiogroup.testing.embedded.broker",
+         "--port", str(port), "--topic", "x:3"],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -219,7 +220,7 @@ def test_runs_as_a_module() -> None:
 async def test_aiokafka_group_consumers_split_and_commit() -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    from aiogroup.testing.coordinator import CoordinatorConfig
+    from aiogroup.testing.embedded.coordinator import CoordinatorConfig
 
     config = CoordinatorConfig(initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
     async with EmbeddedBroker(topics={"t": 4}, coordinator_config=config) as broker:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from aiogroup.testing.broker import EmbeddedBroker, RawClient, ThreadedBroker
+from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient, ThreadedBroker
 from aiogroup.testing.fixtures import (  # noqa: F401 - fixtures are found by name
     BrokerHandle,
     embedded_broker,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from aiogroup.testing.broker import EmbeddedBroker, RawClient
-from aiogroup.testing.coordinator import CoordinatorConfig, GroupView
+from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient
+from aiogroup.testing.embedded.coordinator import CoordinatorConfig, GroupView
 
 from .raw_member import FATAL, FENCED, INCONSISTENT, MEMBER_ID_REQUIRED, NONE, RawMember
 

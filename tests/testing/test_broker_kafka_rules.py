@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from aiogroup.testing.broker import EmbeddedBroker, RawClient
-from aiogroup.testing.coordinator import CoordinatorConfig
+from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient
+from aiogroup.testing.embedded.coordinator import CoordinatorConfig
 
 from .test_broker_wire import closed_by_peer
 
@@ -198,9 +198,9 @@ async def test_kafka2_flavour_serves_kafka_23s_versions() -> None:
             assert described.groups[0].group_state == "Dead"
         reader, writer = await asyncio.open_connection(broker.host, broker.port)
         try:
-            from aiogroup.testing import _wire
+            from aiogroup.testing import wire
 
-            writer.write(_wire.encode_request(15, 4, {"groups": ["x"]}, correlation_id=1))
+            writer.write(wire.encode_request(15, 4, {"groups": ["x"]}, correlation_id=1))
             await writer.drain()
             assert await closed_by_peer(reader)  # as Kafka 2.3 does on DescribeGroups v4
         finally:
@@ -227,7 +227,8 @@ async def test_command_line_broker_takes_a_flavour() -> None:
     import sys
 
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aiogroup.testing.broker", "--port", "0", "--flavour", "kafka2",
+        sys.executable, "-m", "aiogroup.testing.embedded.broker",
+        "--port", "0", "--flavour", "kafka2",
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:

@@ -8,7 +8,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from aiogroup.errors import CodecError, TruncatedError
-from aiogroup.testing._log import (
+from aiogroup.testing.embedded.log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     CorruptBatchError,

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 import pytest
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from aiogroup.testing import _wire
-from aiogroup.testing.broker import EmbeddedBroker, RawClient
+from aiogroup.testing import wire
+from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -76,7 +76,7 @@ async def test_bad_frame_closes_only_that_connection(broker: EmbeddedBroker, nam
 async def test_truncated_request_is_logged_and_closed(broker: EmbeddedBroker) -> None:
     async with RawClient(broker.bootstrap) as other:
         reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
-        frame = _wire.encode_request(3, 12, {"topics": None}, correlation_id=1)
+        frame = wire.encode_request(3, 12, {"topics": None}, correlation_id=1)
         writer.write(frame[:-3])  # announces more bytes than it sends
         await writer.drain()
         writer.write_eof()
@@ -108,7 +108,7 @@ async def test_frame_limit_is_configurable() -> None:
 
 async def test_api_versions_v3_uses_response_header_v0(broker: EmbeddedBroker) -> None:
     async with RawClient(broker.bootstrap) as client:
-        frame = _wire.encode_request(18, 3, {"client_software_name": "x"}, correlation_id=77)
+        frame = wire.encode_request(18, 3, {"client_software_name": "x"}, correlation_id=77)
         await client.send_raw(frame)
         payload = await client.read_frame()
     # KIP-511: correlation id, then the body at once (no tagged-field byte of header v1).
@@ -116,7 +116,7 @@ async def test_api_versions_v3_uses_response_header_v0(broker: EmbeddedBroker) -
     assert (correlation_id, error_code) == (77, 0)
     body = ApiVersionsResponse.decode(payload[4:], version=3)
     advertised = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-    assert advertised == _wire.SUPPORTED_VERSIONS
+    assert advertised == wire.SUPPORTED_VERSIONS
 
 
 async def test_unknown_api_versions_version_gets_v0_error_and_our_versions(
@@ -129,7 +129,7 @@ async def test_unknown_api_versions_version_gets_v0_error_and_our_versions(
         body = ApiVersionsResponse.decode(payload[4:], version=0)
         assert struct.unpack_from(">i", payload, 0)[0] == 5
         assert body.error_code == 35  # UNSUPPORTED_VERSION
-        assert {k.api_key for k in body.api_keys} == set(_wire.SUPPORTED_VERSIONS)
+        assert {k.api_key for k in body.api_keys} == set(wire.SUPPORTED_VERSIONS)
         # The connection stays usable, as KIP-511 intends (the client retries with v0).
         again = await client.request("ApiVersions", 0, {})
         assert again.error_code == 0
@@ -145,10 +145,10 @@ async def test_flexible_and_legacy_headers_round_trip(broker: EmbeddedBroker) ->
 
 
 async def test_decode_request_never_leaks_low_level_errors() -> None:
-    frame = _wire.encode_request(11, 5, {"group_id": "g", "protocols": []})[4:]
+    frame = wire.encode_request(11, 5, {"group_id": "g", "protocols": []})[4:]
     for cut in range(len(frame)):
-        with contextlib.suppress(_wire.MalformedRequestError):
-            _wire.decode_request(frame[:cut])
+        with contextlib.suppress(wire.MalformedRequestError):
+            wire.decode_request(frame[:cut])
 
 
 async def test_metadata_auto_creation_rules() -> None:

@@ -14,9 +14,7 @@ from typing import Any, Generic, TypeVar
 import pytest
 
 from aiogroup.errors import CallbackError, ConfigurationError, LocalProtocolError
-from aiogroup.testing._group import ClassicGroup, State
-from aiogroup.testing._hashorder import JavaMap, java_string_hash
-from aiogroup.testing.coordinator import (
+from aiogroup.testing.embedded.coordinator import (
     CoordinatorCallbackError,
     CoordinatorConfig,
     ErrorCode,
@@ -33,6 +31,8 @@ from aiogroup.testing.coordinator import (
     SyncGroupRequestData,
     SyncGroupResponseData,
 )
+from aiogroup.testing.embedded.group import ClassicGroup, State
+from aiogroup.testing.embedded.hashorder import JavaMap, java_string_hash
 
 T = TypeVar("T")
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from aiogroup.testing._hashorder import FLAVOUR_MAPS, vote_order
-from aiogroup.testing.coordinator import (
+from aiogroup.testing.embedded.coordinator import (
     FLAVOURS,
     RULES,
     CoordinatorConfig,
@@ -24,6 +23,7 @@ from aiogroup.testing.coordinator import (
     OffsetFetchRequestData,
     SyncGroupRequestData,
 )
+from aiogroup.testing.embedded.hashorder import FLAVOUR_MAPS, vote_order
 from tests.testing.test_coordinator import RANGE, Harness, Reply, form_static_group
 
 ALL = pytest.mark.parametrize("flavour", list(FLAVOURS))

@@ -16,8 +16,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from aiogroup.testing._group import State
-from aiogroup.testing.coordinator import (
+from aiogroup.testing.embedded.coordinator import (
     DescribedGroup,
     ErrorCode,
     JoinGroupRequestData,
@@ -26,6 +25,7 @@ from aiogroup.testing.coordinator import (
     OffsetFetchRequestData,
     SyncGroupResponseData,
 )
+from aiogroup.testing.embedded.group import State
 from tests.testing.test_coordinator import COOP, RANGE, ROUNDROBIN, Harness, Reply
 
 GROUPS = ("g1", "g2")

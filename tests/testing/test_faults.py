@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing.broker import EmbeddedBroker, RawClient
-from aiogroup.testing.coordinator import CoordinatorConfig
+from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient
+from aiogroup.testing.embedded.coordinator import CoordinatorConfig
 
 pytestmark = pytest.mark.timeout(60)
 

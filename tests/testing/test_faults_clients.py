@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from aiogroup.testing.broker import ThreadedBroker
-from aiogroup.testing.coordinator import CoordinatorConfig, GroupView
+from aiogroup.testing.embedded.broker import ThreadedBroker
+from aiogroup.testing.embedded.coordinator import CoordinatorConfig, GroupView
 
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(90)]
 

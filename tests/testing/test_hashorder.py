@@ -1,9 +1,10 @@
-"""The hash-map order models (aiogroup.testing._hashorder) against the real implementations.
+"""The hash-map order models (aiogroup.testing.embedded.hashorder) against the real implementations.
 
 ``data/hashorder_vectors.json`` holds orders printed by the real ``java.util.HashMap`` and the
 Scala 2.12.8 (Kafka 2.3's) and 2.13 ``mutable.HashMap`` / ``List.groupBy``, through
 ``data/HashOrder.java``. Regenerate with ``python -m tests.testing.test_hashorder`` (needs
-``javac``, Kafka 2.3's scala-library from ``aiogroup.testing.kafka`` and pyspark's 2.13 one).
+``javac``, Kafka 2.3's scala-library from ``aiogroup.testing.launchers.kafka`` and pyspark's 2.13
+one).
 Where those exist the last test also checks fresh random cases live.
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from aiogroup.testing._hashorder import JavaMap, Scala212Map, Scala213Map, vote_order
+from aiogroup.testing.embedded.hashorder import JavaMap, Scala212Map, Scala213Map, vote_order
 
 DATA = Path(__file__).with_name("data")
 VECTORS = DATA / "hashorder_vectors.json"
@@ -54,7 +55,7 @@ def make_cases(seed: int, count: int = 60) -> list[list[str]]:
 def _scala_jars() -> tuple[Path, Path] | None:
     """Kafka 2.3's scala-library (2.12.8) and pyspark's (2.13), or None."""
     try:
-        from aiogroup.testing.kafka import KafkaUnavailableError, ensure_kafka
+        from aiogroup.testing.launchers.kafka import KafkaUnavailableError, ensure_kafka
 
         s212 = sorted(ensure_kafka().libs.glob("scala-library-2.12*.jar"))
     except (ImportError, KafkaUnavailableError):

@@ -1,4 +1,5 @@
-"""Apache Kafka 2.3.0 without Docker (``aiogroup.testing.kafka``): the install and the processes.
+"""Apache Kafka 2.3.0 without Docker (``aiogroup.testing.launchers.kafka``): the install and the
+processes.
 
 The unit tests fake the download and the JVM; the ``kafka23`` ones run the real broker: the
 session's shared one, and one private broker for the lifecycle (restart with data kept, stop by
@@ -22,9 +23,9 @@ import pytest
 
 from aiogroup import GroupMember, TopicPartition
 from aiogroup.membership import MemberState
-from aiogroup.testing import kafka23 as kafka_mod
 from aiogroup.testing.fixtures import apache_kafka  # noqa: F401 - the fixture, found by name
-from aiogroup.testing.kafka import (
+from aiogroup.testing.launchers import kafka23 as kafka_mod
+from aiogroup.testing.launchers.kafka import (
     KafkaBroker,
     KafkaStartError,
     KafkaUnavailableError,

@@ -1,5 +1,6 @@
-"""Apache Kafka 3.9 / 4.x in KRaft mode (``aiogroup.testing.kraft``), the pinned jars
-(``aiogroup.testing.maven``) and the shared process start/stop (``aiogroup.testing.processes``).
+"""Apache Kafka 3.9 / 4.x in KRaft mode (``aiogroup.testing.launchers.kraft``), the pinned jars
+(``aiogroup.testing.launchers.maven``) and the shared process start/stop
+(``aiogroup.testing.launchers.processes``).
 
 The unit tests fake the repository; the ``kafka4`` / ``kafka39`` ones run the real brokers (the
 session's shared 4.1.1, and private ones for the lifecycle, SASL and other versions).
@@ -24,9 +25,9 @@ import pytest
 
 from aiogroup import GroupMember, TopicPartition
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing import kraft, maven
 from aiogroup.testing.fixtures import apache_kafka4  # noqa: F401 - the fixture, found by name
-from aiogroup.testing.kafka import (
+from aiogroup.testing.launchers import kraft, maven
+from aiogroup.testing.launchers.kafka import (
     KAFKA4_VERSION,
     KAFKA39_VERSION,
     KAFKA_VERSION,
@@ -37,9 +38,9 @@ from aiogroup.testing.kafka import (
     kafka_versions,
     security_config,
 )
-from aiogroup.testing.kafka23 import ZooKeeperKafkaBroker
-from aiogroup.testing.kraft import KRaftKafkaBroker
-from aiogroup.testing.processes import ServerProcess, ServerStartError
+from aiogroup.testing.launchers.kafka23 import ZooKeeperKafkaBroker
+from aiogroup.testing.launchers.kraft import KRaftKafkaBroker
+from aiogroup.testing.launchers.processes import ServerProcess, ServerStartError
 from aiogroup.testing.sasl import sasl_login
 
 # --------------------------------------------------------------------------- pinned jars

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from aiogroup.testing import _wire
-from aiogroup.testing.kafka import KAFKA4_VERSION, KAFKA_VERSION, kafka_available
-from aiogroup.testing.processes import free_port
-from aiogroup.testing.tansu import find_tansu
+from aiogroup.testing import wire
+from aiogroup.testing.launchers.kafka import KAFKA4_VERSION, KAFKA_VERSION, kafka_available
+from aiogroup.testing.launchers.processes import free_port
+from aiogroup.testing.launchers.tansu import find_tansu
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,7 +99,7 @@ def server_pids(fields: dict[str, str]) -> list[int]:
 def partitions_of(bootstrap: str, topic: str) -> int:
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as s:
-        meta = _wire.blocking_request(s, "Metadata", 1, {"topics": [{"name": topic}]})
+        meta = wire.blocking_request(s, "Metadata", 1, {"topics": [{"name": topic}]})
     return len(meta.topics[0].partitions)
 
 
@@ -124,7 +124,7 @@ def test_kafka_cli_stops_every_process_and_removes_its_work_folder(
 ) -> None:
     _need(version)
     args = ["--version", version, "--topic", "orders:3", "--topic", "audit"]
-    cli = Cli("aiogroup.testing.kafka", *args, *(["--keep"] if keep else []))
+    cli = Cli("aiogroup.testing.launchers.kafka", *args, *(["--keep"] if keep else []))
     clis.append(cli)
     ready = cli.wait_for("ready", 240)
     pids, work = server_pids(ready), Path(ready["work"])
@@ -146,7 +146,7 @@ def test_kafka_cli_stops_every_process_and_removes_its_work_folder(
 
 def test_a_bad_topic_is_refused_by_the_command_line() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "aiogroup.testing.kafka", "--topic", "orders:zero"],
+        [sys.executable, "-m", "aiogroup.testing.launchers.kafka", "--topic", "orders:zero"],
         capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert done.returncode == 2
@@ -157,7 +157,7 @@ def test_a_bad_topic_is_refused_by_the_command_line() -> None:
 @pytest.mark.timeout(300)
 def test_kafka_cli_restarts_the_broker_on_sigusr1(clis: list[Cli]) -> None:
     _need(KAFKA4_VERSION)
-    cli = Cli("aiogroup.testing.kafka", "--version", KAFKA4_VERSION, "--topic", "moved:2")
+    cli = Cli("aiogroup.testing.launchers.kafka", "--version", KAFKA4_VERSION, "--topic", "moved:2")
     clis.append(cli)
     ready = cli.wait_for("ready", 240)
     cli.process.send_signal(signal.SIGUSR1)
@@ -175,7 +175,7 @@ def test_kafka_cli_restarts_the_broker_on_sigusr1(clis: list[Cli]) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
 def test_embedded_broker_cli_exits_cleanly(clis: list[Cli], sig: signal.Signals) -> None:
     port = free_port()
-    cli = Cli("aiogroup.testing.broker", "--port", str(port), "--topic", "t:2")
+    cli = Cli("aiogroup.testing.embedded.broker", "--port", str(port), "--topic", "t:2")
     clis.append(cli)
     cli.wait_for("aiogroup", 30)
     assert partitions_of(f"127.0.0.1:{port}", "t") == 2
@@ -189,7 +189,7 @@ def test_embedded_broker_cli_exits_cleanly(clis: list[Cli], sig: signal.Signals)
 def test_tansu_cli_stops_tansu(clis: list[Cli], sig: signal.Signals) -> None:
     if find_tansu() is None:
         pytest.skip("Tansu is not installed (pip install 'aiogroup[broker]')")
-    cli = Cli("aiogroup.testing.tansu")
+    cli = Cli("aiogroup.testing.launchers.tansu")
     clis.append(cli)
     ready = cli.wait_for("ready", 30)
     pid = int(ready["tansu"])

@@ -19,9 +19,10 @@ and the chaos members speak:
 :func:`peer_command` gives the command line of a peer (building it first if needed):
 :func:`java_program` compiles ``java/AiogroupJavaPeer.java`` with ``javac`` against
 kafka-clients and its runtime jars (fetched from Maven Central by the pinned list
-``kafka-clients-4.1.1.pins``, :func:`aiogroup.testing.maven.fetch_pin_file`);
+``kafka-clients-4.1.1.pins``, :func:`aiogroup.testing.launchers.maven.fetch_pin_file`);
 :func:`franz_go_program` runs ``go build`` on ``go/`` (``go.mod`` and ``go.sum`` pin franz-go).
-Builds go to ``<cache>/peers/`` (the cache of :func:`aiogroup.testing.kafka_base.cache_dir`), keyed
+Builds go to ``<cache>/peers/`` (the cache of
+:func:`aiogroup.testing.launchers.kafka_base.cache_dir`), keyed
 on the sources' hash, under a lock (pytest-xdist workers build once). Run one by hand with
 ``python -m aiogroup.testing.peers java --bootstrap ... --group ... --topic ... --name ...``.
 """
@@ -39,8 +40,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from aiogroup.errors import AiogroupError
-from aiogroup.testing.kafka_base import cache_dir
-from aiogroup.testing.maven import JarDownloadError, fetch_pin_file
+from aiogroup.testing.launchers.kafka_base import cache_dir
+from aiogroup.testing.launchers.maven import JarDownloadError, fetch_pin_file
 
 __all__ = [
     "JAVA_PINS",

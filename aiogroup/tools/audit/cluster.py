@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from aiogroup.testing.processes import terminate
+from aiogroup.testing.launchers.processes import terminate
 from aiogroup.tools.audit.session import AnalyticsError, find_java
 
 __all__ = ["JOB", "ClusterError", "StandaloneCluster", "spark_home"]
@@ -64,7 +64,7 @@ def spark_home() -> Path:
 
 
 def _free_port() -> int:
-    from aiogroup.testing.tansu import free_port
+    from aiogroup.testing.launchers.tansu import free_port
 
     return free_port()
 

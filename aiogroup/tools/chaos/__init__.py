@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aiogroup._lazy import lazy_attributes
+from aiogroup.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from aiogroup.tools.chaos.checker import RunLog, Verdict, Violation, check

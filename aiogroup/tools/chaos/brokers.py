@@ -4,7 +4,7 @@
   runner's process: restarts (``broker.restart()``), connection cuts (``broker.faults.cut``)
   and the coordinator's view of the group (state, generation, leader, members) as truth.
 * ``kafka23``: Apache Kafka 2.3.0 with ZooKeeper on the local JVM
-  (:class:`aiogroup.testing.kafka.KafkaBroker`), behind a
+  (:class:`aiogroup.testing.launchers.kafka.KafkaBroker`), behind a
   :class:`~aiogroup.tools.chaos.proxy.CuttingProxy` that the broker advertises, so connections can
   be cut; restarts with ``KafkaBroker.restart_broker()``; truth from DescribeGroups and the
   coordinator's lines in ``server.log`` (rebalances with their reason, members removed,
@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aiogroup.protocol import decode_assignment
-from aiogroup.testing import _wire
-from aiogroup.testing.tansu import free_port
+from aiogroup.testing import wire
+from aiogroup.testing.launchers.tansu import free_port
 from aiogroup.tools.chaos.checker import read_complete_lines
 from aiogroup.tools.chaos.proxy import CuttingProxy
 
 if TYPE_CHECKING:
-    from aiogroup.testing.kafka import KafkaBroker
+    from aiogroup.testing.launchers.kafka import KafkaBroker
 
 __all__ = ["BROKERS", "ChaosBroker", "start_broker"]
 
@@ -78,7 +78,7 @@ class EmbeddedChaosBroker:
 
     def __init__(self) -> None:
         from aiogroup.testing import ThreadedBroker
-        from aiogroup.testing.coordinator import CoordinatorConfig
+        from aiogroup.testing.embedded.coordinator import CoordinatorConfig
 
         config = CoordinatorConfig(initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
         self.threaded = ThreadedBroker(coordinator_config=config).start()
@@ -129,7 +129,7 @@ def _describe(host: str, port: int, group: str) -> dict[str, Any] | None:
     try:
         with socket.create_connection((host, port), timeout=2) as sock:
             sock.settimeout(2)
-            r = _wire.blocking_request(
+            r = wire.blocking_request(
                 sock, "DescribeGroups", 0, {"groups": [group]}, client_id="aiogroup-chaos-truth"
             )
     except Exception:
@@ -223,7 +223,7 @@ class Kafka23ChaosBroker:
         """Our own Kafka 2.3 behind the proxy; or, with ``shared``, a broker someone else
         runs (a test session's): members connect to it directly, and the runner neither
         restarts it nor cuts connections."""
-        from aiogroup.testing.kafka import KafkaBroker
+        from aiogroup.testing.launchers.kafka import KafkaBroker
 
         self.proxy: CuttingProxy | None = None
         if shared is not None:
@@ -286,7 +286,7 @@ class TansuChaosBroker:
     can_cut = True
 
     def __init__(self) -> None:
-        from aiogroup.testing.tansu import TansuBroker
+        from aiogroup.testing.launchers.tansu import TansuBroker
 
         real = free_port()
         self.proxy = CuttingProxy("127.0.0.1", real).start()

@@ -5,7 +5,8 @@ parked JoinGroup/SyncGroup answer is delivered). Follows Kafka's ``GroupMetadata
 ``MemberMetadata.scala`` (2.x-3.x) and ``ClassicGroup`` / ``ClassicGroupMember`` (3.7+).
 
 Members live in a :class:`MemberMap` that iterates in the order of the coordinator flavour's
-hash map (:mod:`aiogroup.testing._hashorder`): Kafka never sorts members, so the member list in
+hash map (:mod:`aiogroup.testing.embedded.hashorder`): Kafka never sorts members, so the member
+list in
 the leader's JoinGroup answer, the next leader and the vote's tie-break all follow it.
 """
 
@@ -17,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from aiogroup.errors import LocalProtocolError
-from aiogroup.testing._hashorder import FLAVOUR_MAPS, KeyOrder, vote_order
+from aiogroup.testing.embedded.hashorder import FLAVOUR_MAPS, KeyOrder, vote_order
 
 FLAVOURS = tuple(FLAVOUR_MAPS)
 
@@ -328,7 +329,8 @@ class ClassicGroup:
 
     def select_protocol(self) -> str:
         """The vote (``selectProtocol``): most votes wins; a tie goes to the protocol the
-        version's map of votes iterates first (see :func:`~aiogroup.testing._hashorder.vote_order`:
+        version's map of votes iterates first (see
+        :func:`~aiogroup.testing.embedded.hashorder.vote_order`:
         every version keeps the first maximum it meets)."""
         if not self.members:
             raise LocalProtocolError("cannot select a protocol for an empty group")

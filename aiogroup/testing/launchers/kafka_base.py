@@ -1,8 +1,9 @@
 """What every Apache Kafka launcher of ``aiogroup.testing`` shares, whatever the version.
 
 :class:`KafkaBroker` is the public class: ``KafkaBroker()`` is Kafka 2.3.0 with ZooKeeper
-(:mod:`aiogroup.testing.kafka23`), ``KafkaBroker(version="4.1.1")`` a KRaft broker of that
-version (:mod:`aiogroup.testing.kraft`); both are instances of :class:`KafkaBroker` with one
+(:mod:`aiogroup.testing.launchers.kafka23`), ``KafkaBroker(version="4.1.1")`` a KRaft broker of that
+version (:mod:`aiogroup.testing.launchers.kraft`); both are instances of :class:`KafkaBroker` with
+one
 surface: ``bootstrap``, ``ports``, ``pids``, ``log_file``, ``request``, ``create_topic``,
 ``add_scram_user``, ``run_tool``, ``consumer_groups``, ``stop_broker``/``restart_broker``.
 This module also holds what both need: finding Java, the cache folder, the test settings, the
@@ -25,9 +26,9 @@ from types import TracebackType
 from typing import Any, Self, cast
 
 from aiogroup.errors import AiogroupError, ConfigurationError
-from aiogroup.testing import _wire
+from aiogroup.testing import wire
+from aiogroup.testing.launchers.processes import ServerProcess, ServerStartError, free_port
 from aiogroup.testing.listeners import Listener
-from aiogroup.testing.processes import ServerProcess, ServerStartError, free_port
 from aiogroup.testing.sasl import MECHANISMS, SCRAM_MECHANISMS, sasl_login
 from aiogroup.testing.tls import Pki
 
@@ -226,11 +227,11 @@ class KafkaBroker:
         target: type[KafkaBroker] = cls
         if cls is KafkaBroker:
             if version is None or version == ZOOKEEPER_VERSION:
-                from aiogroup.testing.kafka23 import ZooKeeperKafkaBroker
+                from aiogroup.testing.launchers.kafka23 import ZooKeeperKafkaBroker
 
                 target = ZooKeeperKafkaBroker
             else:
-                from aiogroup.testing.kraft import KRaftKafkaBroker
+                from aiogroup.testing.launchers.kraft import KRaftKafkaBroker
 
                 target = KRaftKafkaBroker
         return cast(Self, object.__new__(target))
@@ -424,7 +425,7 @@ class KafkaBroker:
         unless ``host``/``port`` name another broker."""
         address = (host or self.host, port or self.port)
         with socket.create_connection(address, timeout=timeout) as s:
-            return _wire.blocking_request(
+            return wire.blocking_request(
                 s,
                 api,
                 version,
@@ -436,7 +437,7 @@ class KafkaBroker:
     def api_versions(self) -> dict[str, tuple[int, int]]:
         """API name -> (min, max) version, as the broker's ApiVersions answer lists them."""
         answer = self.request("ApiVersions", READINESS_REQUESTS["ApiVersions"], {})
-        names = {key: name for name, key in _wire.API_KEYS_BY_NAME.items()}
+        names = {key: name for name, key in wire.API_KEYS_BY_NAME.items()}
         return {
             names.get(int(v.api_key), f"api-{v.api_key}"): (int(v.min_version), int(v.max_version))
             for v in answer.api_keys

@@ -2,7 +2,7 @@
 
 This module is pure: no asyncio, no sockets, no clock. Time is the ``now`` argument (seconds, any
 monotonic origin) of every call. Requests and responses are plain dataclasses; the asyncio server
-(:mod:`aiogroup.testing.broker`) translates kafka-python's wire classes to and from them.
+(:mod:`aiogroup.testing.embedded.broker`) translates kafka-python's wire classes to and from them.
 
 Rules follow Apache Kafka's classic group coordinator (``GroupCoordinator.scala`` /
 ``GroupMetadata.scala`` in Kafka 2.x-3.x, ``GroupMetadataManager`` + ``ClassicGroup`` in the
@@ -69,7 +69,7 @@ from typing import Any
 
 from aiogroup.errors import CallbackError, ConfigurationError, LocalProtocolError
 from aiogroup.protocol.types import JoinGroupMember
-from aiogroup.testing._group import ClassicGroup, Member, State
+from aiogroup.testing.embedded.group import ClassicGroup, Member, State
 
 __all__ = [
     "FLAVOURS",
@@ -287,7 +287,7 @@ _MIN_INT32 = -(2**31)
 
 #: ``kafka4`` (the default): Apache Kafka 4.x's Java coordinator (``GroupMetadataManager`` /
 #: ``ClassicGroup``); ``kafka3``: 3.x's Scala ``GroupCoordinator`` (Scala 2.13 builds);
-#: ``kafka2``: Kafka 2.3's (Scala 2.12), the broker ``aiogroup.testing.kafka`` runs.
+#: ``kafka2``: Kafka 2.3's (Scala 2.12), the broker ``aiogroup.testing.launchers.kafka`` runs.
 FLAVOURS: dict[str, Flavour] = {
     "kafka4": Flavour(
         "kafka4", "4.x", ErrorCode.NONE, True, True, True, True, True, True, True, False, False,

@@ -17,8 +17,10 @@ TLS and SASL (PLAIN, SCRAM-SHA-256/512) listeners beside PLAINTEXT, on every ver
         kafka.add_scram_user("alice", "alice-secret")         # kafka-configs, then waits
         kafka.ports["SASL_SSL"]                               # SSL, SASL_PLAINTEXT, SASL_SSL
 
-The versions: :mod:`aiogroup.testing.kraft` (3.9, 4.x: jars from Maven Central by a pinned list
-with checksums, :mod:`aiogroup.testing.maven`) and :mod:`aiogroup.testing.kafka23` (2.3.0: the
+The versions: :mod:`aiogroup.testing.launchers.kraft` (3.9, 4.x: jars from Maven Central by a
+pinned list
+with checksums, :mod:`aiogroup.testing.launchers.maven`) and
+:mod:`aiogroup.testing.launchers.kafka23` (2.3.0: the
 release tarball from PyPI, ZooKeeper). Everything listens on 127.0.0.1 only and is stopped by
 pid. Set ``AIOGROUP_KAFKA_CACHE`` to choose the cache directory (default
 ``~/.cache/aiogroup/kafka``), ``AIOGROUP_MAVEN_URL`` for a Maven mirror, ``AIOGROUP_KAFKA_KEEP=1``
@@ -26,8 +28,8 @@ to keep every run's configuration and logs (they are always kept when a start fa
 
 From the command line (``--help`` for more)::
 
-    python -m aiogroup.testing.kafka --version 4.1.1 --topic orders:6
-    python -m aiogroup.testing.kafka pin 4.4.0        # a new pin file (needs Maven)
+    python -m aiogroup.testing.launchers.kafka --version 4.1.1 --topic orders:6
+    python -m aiogroup.testing.launchers.kafka pin 4.4.0        # a new pin file (needs Maven)
 """
 
 from __future__ import annotations
@@ -40,13 +42,13 @@ from pathlib import Path
 from types import FrameType
 
 from aiogroup.errors import AiogroupError
-from aiogroup.testing.kafka23 import (
+from aiogroup.testing.launchers.kafka23 import (
     KAFKA23_SHA512,
     KAFKA23_VERSION,
     Kafka23Install,
     ensure_kafka23,
 )
-from aiogroup.testing.kafka_base import (
+from aiogroup.testing.launchers.kafka_base import (
     READINESS_REQUESTS,
     TEST_CONFIG,
     KafkaBroker,
@@ -57,9 +59,9 @@ from aiogroup.testing.kafka_base import (
     sasl_jaas,
     security_config,
 )
-from aiogroup.testing.kraft import KRaftInstall, ensure_kraft, pin_kafka, pinned_versions
+from aiogroup.testing.launchers.kraft import KRaftInstall, ensure_kraft, pin_kafka, pinned_versions
+from aiogroup.testing.launchers.processes import StopSignal, stop_on_signals
 from aiogroup.testing.listeners import Listener
-from aiogroup.testing.processes import StopSignal, stop_on_signals
 
 __all__ = [
     "KAFKA4_VERSION",
@@ -186,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["pin"]:
         pin = argparse.ArgumentParser(
-            prog="python -m aiogroup.testing.kafka pin",
+            prog="python -m aiogroup.testing.launchers.kafka pin",
             description="Write the pinned jar list of a Kafka release (needs Maven: mvn "
             "dependency:list resolves kafka_2.13 and kafka-tools; each jar is checked against "
             "the repository's .sha1 and pinned by SHA-256).",
@@ -202,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {path}")
         return 0
     parser = argparse.ArgumentParser(
-        prog="python -m aiogroup.testing.kafka",
+        prog="python -m aiogroup.testing.launchers.kafka",
         description="Run one real Apache Kafka broker on 127.0.0.1 until SIGTERM, SIGHUP or "
         "Ctrl-C (then everything it started is stopped and its work folder removed). It prints "
         "a line 'ready bootstrap=HOST:PORT kafka=PID ... work=DIR' once clients can use it; "

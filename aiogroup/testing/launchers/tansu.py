@@ -9,7 +9,7 @@ Usage::
     with TansuBroker() as broker:
         print(broker.bootstrap)     # "127.0.0.1:PORT"
 
-From the command line: ``python -m aiogroup.testing.tansu [--port PORT]`` prints
+From the command line: ``python -m aiogroup.testing.launchers.tansu [--port PORT]`` prints
 ``ready bootstrap=HOST:PORT tansu=PID`` and runs until SIGTERM, SIGHUP or Ctrl-C, which stop
 Tansu too.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing.processes import (
+from aiogroup.testing.launchers.processes import (
     ServerProcess,
     ServerStartError,
     StopSignal,
@@ -149,7 +149,7 @@ class TansuBroker:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m aiogroup.testing.tansu",
+        prog="python -m aiogroup.testing.launchers.tansu",
         description="Run Tansu on 127.0.0.1 until SIGTERM, SIGHUP or Ctrl-C (which stop it).",
     )
     parser.add_argument("--port", type=int, default=0, help="default: a free port")

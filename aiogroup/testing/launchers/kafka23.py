@@ -17,7 +17,7 @@ The Java 17 fix
     class path.
 
 Use it as ``KafkaBroker()`` (or ``KafkaBroker(version="2.3.0")``) from
-:mod:`aiogroup.testing.kafka`; this module holds what only this version does.
+:mod:`aiogroup.testing.launchers.kafka`; this module holds what only this version does.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing.kafka_base import (
+from aiogroup.testing.launchers.kafka_base import (
     TEST_CONFIG,
     KafkaBroker,
     KafkaStartError,
@@ -47,9 +47,9 @@ from aiogroup.testing.kafka_base import (
     find_java,
     jvm_options,
 )
+from aiogroup.testing.launchers.maven import file_digest, file_lock
+from aiogroup.testing.launchers.processes import ServerProcess, free_port
 from aiogroup.testing.listeners import Listener
-from aiogroup.testing.maven import file_digest, file_lock
-from aiogroup.testing.processes import ServerProcess, free_port
 
 __all__ = [
     "CLIENT_JARS",
@@ -96,7 +96,8 @@ CLIENT_JARS = (
 #: Release files a broker never needs (documentation, sources, signatures): not copied.
 _SKIP_LIB = re.compile(r"-(javadoc|scaladoc|sources|test-sources|test)\.jar(\.asc)?$|\.asc$")
 
-#: Settings only ZooKeeper mode has (beside :data:`~aiogroup.testing.kafka_base.TEST_CONFIG`).
+#: Settings only ZooKeeper mode has (beside
+#: :data:`~aiogroup.testing.launchers.kafka_base.TEST_CONFIG`).
 ZOOKEEPER_CONFIG: Mapping[str, str] = {
     "broker.id": "0",
     "zookeeper.session.timeout.ms": "18000",

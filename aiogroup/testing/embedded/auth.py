@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiogroup.errors import ConfigurationError, RemoteProtocolError, TruncatedError
-from aiogroup.testing import _wire
+from aiogroup.testing import wire
 from aiogroup.testing.listeners import Listener
 from aiogroup.testing.sasl import (
     MECHANISMS,
@@ -41,7 +41,7 @@ from aiogroup.testing.sasl import (
 )
 
 if TYPE_CHECKING:
-    from aiogroup.testing.broker import EmbeddedBroker, _Connection
+    from aiogroup.testing.embedded.broker import EmbeddedBroker, _Connection
 
 __all__ = [
     "ListenerSecurity",
@@ -102,7 +102,7 @@ def resolve_listeners(
     return out
 
 
-def already_authenticated(request: _wire.Request) -> dict[str, Any]:
+def already_authenticated(request: wire.Request) -> dict[str, Any]:
     """Kafka's answer to SaslHandshake / SaslAuthenticate on an authenticated connection."""
     if request.api_key == _HANDSHAKE:
         return {"error_code": _ILLEGAL_SASL_STATE, "mechanisms": []}
@@ -117,11 +117,11 @@ def already_authenticated(request: _wire.Request) -> dict[str, Any]:
 async def _read_payload(broker: EmbeddedBroker, conn: _Connection) -> bytes | None:
     """One frame's payload, or None when the client went away or sent a bad length."""
     try:
-        size = _wire.frame_size(await conn.reader.readexactly(4), broker.max_frame_bytes)
+        size = wire.frame_size(await conn.reader.readexactly(4), broker.max_frame_bytes)
         return await conn.reader.readexactly(size)
     except asyncio.IncompleteReadError:
         return None
-    except (_wire.MalformedRequestError, TruncatedError) as exc:
+    except (wire.MalformedRequestError, TruncatedError) as exc:
         broker._refuse(conn, f"bad frame during SASL authentication: {exc}")
         return None
 
@@ -157,8 +157,8 @@ async def authenticate(
                 return exchange.principal
             continue
         try:
-            request = _wire.decode_request(payload, broker.api_versions)
-        except _wire.UnsupportedRequestError as exc:
+            request = wire.decode_request(payload, broker.api_versions)
+        except wire.UnsupportedRequestError as exc:
             if exc.api_key == _API_VERSIONS:
                 values = broker._api_versions_values(_UNSUPPORTED_VERSION)
                 await broker._send(conn, _API_VERSIONS, 0, exc.correlation_id, values)
@@ -171,7 +171,7 @@ async def authenticate(
         if request.client_id:
             conn.client_id = request.client_id
 
-        async def answer(values: dict[str, Any], request: _wire.Request = request) -> None:
+        async def answer(values: dict[str, Any], request: wire.Request = request) -> None:
             await broker._send(
                 conn, request.api_key, request.api_version, request.correlation_id, values
             )
@@ -224,7 +224,7 @@ async def authenticate(
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
-    """The TLS and SASL options of ``python -m aiogroup.testing.broker``."""
+    """The TLS and SASL options of ``python -m aiogroup.testing.embedded.broker``."""
     group = parser.add_argument_group("TLS and SASL listeners (beside PLAINTEXT on --port)")
     group.add_argument(
         "--listener",

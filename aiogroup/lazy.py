@@ -1,4 +1,7 @@
-"""Lazy package attributes (PEP 562): names resolved from their module on first access."""
+"""Lazy package attributes (PEP 562): names resolved from their module on first access.
+
+A helper every room of the package uses (the library, its test tooling and its tools).
+"""
 
 from __future__ import annotations
 

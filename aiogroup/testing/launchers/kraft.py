@@ -3,11 +3,13 @@
 Where it comes from
     ``org.apache.kafka:kafka_2.13`` and ``kafka-tools`` of the version, their runtime
     dependencies and an SLF4J binding, listed with their SHA-256 in a pin file shipped in this
-    package (``aiogroup/testing/kafka_jars/kafka-VERSION.txt``). :func:`ensure_kraft` downloads
+    package (``aiogroup/testing/launchers/kafka_jars/kafka-VERSION.txt``). :func:`ensure_kraft`
+    downloads
     them once (``urllib``, Maven Central or ``$AIOGROUP_MAVEN_URL``) into the cache
     (``~/.cache/aiogroup/kafka/maven``), checks every digest, and lays out
     ``kafka-VERSION/libs/`` with links to them: ``java -cp 'libs/*' CLASS`` runs the broker and
-    every tool. :func:`pin_kafka` (``python -m aiogroup.testing.kafka pin VERSION``) writes a new
+    every tool. :func:`pin_kafka` (``python -m aiogroup.testing.launchers.kafka pin VERSION``)
+    writes a new
     pin file with Maven, on a developer's machine.
 
 How it runs
@@ -16,7 +18,7 @@ How it runs
     ``kafka.tools.StorageTool``, then ``kafka.Kafka server.properties``; log4j output in
     ``server.log`` in the run's work folder.
 
-Use it as ``KafkaBroker(version="4.1.1")`` from :mod:`aiogroup.testing.kafka`.
+Use it as ``KafkaBroker(version="4.1.1")`` from :mod:`aiogroup.testing.launchers.kafka`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from functools import cached_property
 from pathlib import Path
 
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing.kafka_base import (
+from aiogroup.testing.launchers.kafka_base import (
     TEST_CONFIG,
     KafkaBroker,
     KafkaStartError,
@@ -44,8 +46,7 @@ from aiogroup.testing.kafka_base import (
     find_java,
     jvm_options,
 )
-from aiogroup.testing.listeners import Listener
-from aiogroup.testing.maven import (
+from aiogroup.testing.launchers.maven import (
     JarDownloadError,
     PinnedJar,
     ResolvedJar,
@@ -57,7 +58,8 @@ from aiogroup.testing.maven import (
     pin_with_maven,
     resolve_with_maven,
 )
-from aiogroup.testing.processes import ServerProcess, free_port
+from aiogroup.testing.launchers.processes import ServerProcess, free_port
+from aiogroup.testing.listeners import Listener
 
 __all__ = [
     "KRAFT_CONFIG",
@@ -74,7 +76,7 @@ __all__ = [
 #: Where the pin files live (package data): ``kafka-VERSION.txt``.
 PIN_FOLDER = Path(__file__).parent / "kafka_jars"
 
-#: Settings only KRaft mode has (beside :data:`~aiogroup.testing.kafka_base.TEST_CONFIG`).
+#: Settings only KRaft mode has (beside :data:`~aiogroup.testing.launchers.kafka_base.TEST_CONFIG`).
 KRAFT_CONFIG: Mapping[str, str] = {
     "process.roles": "broker,controller",
     "node.id": "1",
@@ -164,7 +166,7 @@ def load_pins(version: str) -> list[PinnedJar]:
         raise ConfigurationError(
             f"no pinned jar list for Apache Kafka {version!r}: pinned are "
             f"{', '.join(pinned_versions())} and 2.3.0 (add one with "
-            f"'python -m aiogroup.testing.kafka pin {version}')"
+            f"'python -m aiogroup.testing.launchers.kafka pin {version}')"
         )
     return parse_pins(path.read_text(), source=str(path))
 
@@ -311,9 +313,10 @@ def pin_kafka(version: str, folder: Path = PIN_FOLDER, mvn: str = "mvn") -> Path
         resolved = resolve_with_maven(roots, mvn)
     pins = pin_with_maven(resolved)
     header = (
-        f"Apache Kafka {version} in KRaft mode for aiogroup.testing.kraft: the runtime class path\n"
+        f"Apache Kafka {version} in KRaft mode for aiogroup.testing.launchers.kraft: "
+        "the runtime class path\n"
         f"of {', '.join(roots)}\nas Maven resolves it, with SHA-256 digests.\n"
-        f"Regenerate: python -m aiogroup.testing.kafka pin {version}  (needs Maven)"
+        f"Regenerate: python -m aiogroup.testing.launchers.kafka pin {version}  (needs Maven)"
     )
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"kafka-{version}.txt"

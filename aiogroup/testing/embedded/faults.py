@@ -2,7 +2,8 @@
 
 Every fault is deterministic: a rule applies to the next ``count`` responses of one API that
 match its filters (``member_id`` and/or ``client_id``), in the order requests arrive, and each
-application is recorded in :attr:`Faults.events` and logged on the ``aiogroup.testing.faults``
+application is recorded in :attr:`Faults.events` and logged on the
+``aiogroup.testing.embedded.faults``
 logger. Rules::
 
     broker.faults.delay("Heartbeat", 0.5, count=2, member_id=m)  # answer 0.5 s late
@@ -33,12 +34,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing._wire import API_KEYS_BY_NAME, API_NAMES
-from aiogroup.testing.coordinator import GroupView
+from aiogroup.testing.embedded.coordinator import GroupView
+from aiogroup.testing.wire import API_KEYS_BY_NAME, API_NAMES
 
 __all__ = ["Action", "FaultEvent", "FaultRule", "Faults"]
 
-logger = logging.getLogger("aiogroup.testing.faults")
+logger = logging.getLogger("aiogroup.testing.embedded.faults")
 
 Action = Literal["delay", "drop", "fail"]
 

@@ -2,9 +2,10 @@
 
 It speaks the Kafka wire protocol on 127.0.0.1 (kafka-python 3's schema classes decode and
 encode every message), runs Apache Kafka's classic group coordinator
-(:mod:`aiogroup.testing.coordinator`, sans-I/O, driven here by the event loop's monotonic
-clock), keeps an in-memory log (:mod:`aiogroup.testing._log`) for Produce/Fetch/ListOffsets and
-offers deterministic fault injection (:mod:`aiogroup.testing.faults`).
+(:mod:`aiogroup.testing.embedded.coordinator`, sans-I/O, driven here by the event loop's monotonic
+clock), keeps an in-memory log (:mod:`aiogroup.testing.embedded.log`) for Produce/Fetch/ListOffsets
+and
+offers deterministic fault injection (:mod:`aiogroup.testing.embedded.faults`).
 
 In-process::
 
@@ -16,13 +17,14 @@ From blocking code (threads, real clients), :class:`ThreadedBroker` runs one on 
     with ThreadedBroker() as broker:
         confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, ...})
 
-As a process: ``python -m aiogroup.testing.broker --port 9092``.
+As a process: ``python -m aiogroup.testing.embedded.broker --port 9092``.
 
 TLS and SASL: ``listeners=[Listener("SSL"), Listener("SASL_PLAINTEXT"), Listener("SASL_SSL")]``
 adds listeners beside the PLAINTEXT one (ports in ``broker.ports``); TLS listeners use
 ``ssl_context`` (a server context, e.g. :meth:`aiogroup.testing.tls.Pki.server_context`), SASL
 listeners authenticate against ``sasl_credentials`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) before
-serving any other request, as Kafka's SaslServerAuthenticator does (:mod:`aiogroup.testing._auth`).
+serving any other request, as Kafka's SaslServerAuthenticator does
+(:mod:`aiogroup.testing.embedded.auth`).
 
 Like Kafka, each connection is served one request at a time, in order (Kafka mutes a channel
 while a request is in flight), so a held JoinGroup or a long-polling Fetch holds that connection
@@ -54,9 +56,9 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from aiogroup.errors import ConfigurationError, RemoteProtocolError, TruncatedError
-from aiogroup.testing import _auth, _wire
-from aiogroup.testing._log import CorruptBatchError, Log
-from aiogroup.testing.coordinator import (
+from aiogroup.testing import wire
+from aiogroup.testing.embedded import auth
+from aiogroup.testing.embedded.coordinator import (
     CoordinatorConfig,
     ErrorCode,
     GroupCoordinator,
@@ -72,14 +74,15 @@ from aiogroup.testing.coordinator import (
     SyncGroupRequestData,
     SyncGroupResponseData,
 )
-from aiogroup.testing.faults import GROUP_APIS, FaultEvent, FaultRule, Faults
+from aiogroup.testing.embedded.faults import GROUP_APIS, FaultEvent, FaultRule, Faults
+from aiogroup.testing.embedded.log import CorruptBatchError, Log
 from aiogroup.testing.listeners import Listener
 from aiogroup.testing.loop_thread import start_loop_thread, stop_loop_thread
 from aiogroup.testing.sasl import MECHANISMS, SaslCredentials
 
 __all__ = ["EmbeddedBroker", "RawClient", "ThreadedBroker", "main"]
 
-logger = logging.getLogger("aiogroup.testing.broker")
+logger = logging.getLogger("aiogroup.testing.embedded.broker")
 
 T = TypeVar("T")
 Values = dict[str, Any]
@@ -147,7 +150,7 @@ class EmbeddedBroker:
         num_partitions: int = 1,
         coordinator_config: CoordinatorConfig | None = None,
         verify_crc: bool = True,
-        max_frame_bytes: int = _wire.MAX_FRAME_BYTES,
+        max_frame_bytes: int = wire.MAX_FRAME_BYTES,
         cluster_id: str = "aiogroup-embedded",
         listeners: Sequence[Listener] = (),
         ssl_context: ssl.SSLContext | Mapping[str, ssl.SSLContext] | None = None,
@@ -160,7 +163,7 @@ class EmbeddedBroker:
         if connections_max_idle_ms <= 0:
             raise ConfigurationError("connections_max_idle_ms must be > 0")
         self.connections_max_idle_ms = connections_max_idle_ms
-        self._security = _auth.resolve_listeners(listeners, ssl_context, sasl_mechanisms)
+        self._security = auth.resolve_listeners(listeners, ssl_context, sasl_mechanisms)
         self.listeners = list(listeners)
         self.sasl_credentials = sasl_credentials or SaslCredentials()
         self._listener_servers: list[asyncio.Server] = []
@@ -176,7 +179,7 @@ class EmbeddedBroker:
         for name, count in (topics or {}).items():
             self.log.create_topic(name, count)
         self.coordinator = GroupCoordinator(coordinator_config or CoordinatorConfig())
-        self.api_versions = _wire.versions_for(self.coordinator.config.flavour)
+        self.api_versions = wire.versions_for(self.coordinator.config.flavour)
         self.faults = Faults(_cutter=self._cut, _group_view=self.coordinator.group_state)
         self._server: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -189,7 +192,7 @@ class EmbeddedBroker:
         self._parked = 0
         self._started_once = False
         self._handlers: dict[
-            int, Callable[[_Connection, _wire.Request], Awaitable[Values | _Never | None]]
+            int, Callable[[_Connection, wire.Request], Awaitable[Values | _Never | None]]
         ]
         self._handlers = {
             0: self._produce,
@@ -371,7 +374,7 @@ class EmbeddedBroker:
         try:
             if listener is not None and listener.sasl:
                 enabled = self._security[listener.name].mechanisms
-                conn.principal = await _auth.authenticate(self, conn, enabled)
+                conn.principal = await auth.authenticate(self, conn, enabled)
                 if conn.principal is None:
                     return
             await self._read_loop(conn)
@@ -450,8 +453,8 @@ class EmbeddedBroker:
                     self._refuse(conn, f"truncated length prefix ({len(exc.partial)} bytes)")
                 return
             try:
-                size = _wire.frame_size(prefix, self.max_frame_bytes)
-            except (_wire.MalformedRequestError, TruncatedError) as exc:
+                size = wire.frame_size(prefix, self.max_frame_bytes)
+            except (wire.MalformedRequestError, TruncatedError) as exc:
                 self._refuse(conn, f"bad frame: {exc}")
                 return
             try:
@@ -461,8 +464,8 @@ class EmbeddedBroker:
                 return
             self._touch(conn)
             try:
-                request = _wire.decode_request(payload, self.api_versions)
-            except _wire.UnsupportedRequestError as exc:
+                request = wire.decode_request(payload, self.api_versions)
+            except wire.UnsupportedRequestError as exc:
                 if exc.api_key == 18:
                     # KIP-511: answer an unknown ApiVersions version with v0 and our versions.
                     await self._send(
@@ -496,13 +499,13 @@ class EmbeddedBroker:
         correlation_id: int,
         values: Values,
     ) -> None:
-        frame = _wire.encode_response(api_key, api_version, correlation_id, values)
+        frame = wire.encode_response(api_key, api_version, correlation_id, values)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "conn %s %s: answer %s v%d #%d %r",
                 conn.conn_id,
                 conn.client_id,
-                _wire.API_NAMES.get(api_key),
+                wire.API_NAMES.get(api_key),
                 api_version,
                 correlation_id,
                 values,
@@ -511,7 +514,7 @@ class EmbeddedBroker:
         await conn.writer.drain()
         self._touch(conn)
 
-    async def _dispatch(self, conn: _Connection, request: _wire.Request) -> None:
+    async def _dispatch(self, conn: _Connection, request: wire.Request) -> None:
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "conn %s %s: %s v%d %r",
@@ -590,7 +593,7 @@ class EmbeddedBroker:
 
     # --- group APIs -------------------------------------------------------------------------
 
-    async def _join_group(self, conn: _Connection, req: _wire.Request) -> Values | _Never:
+    async def _join_group(self, conn: _Connection, req: wire.Request) -> Values | _Never:
         b = req.body
         v = req.api_version
         data = JoinGroupRequestData(
@@ -630,7 +633,7 @@ class EmbeddedBroker:
             ],
         }
 
-    async def _sync_group(self, conn: _Connection, req: _wire.Request) -> Values | _Never:
+    async def _sync_group(self, conn: _Connection, req: wire.Request) -> Values | _Never:
         b = req.body
         v = req.api_version
         if v >= 5 and (b.protocol_type is None or b.protocol_name is None):
@@ -659,7 +662,7 @@ class EmbeddedBroker:
             "assignment": resp.assignment,
         }
 
-    async def _heartbeat(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _heartbeat(self, conn: _Connection, req: wire.Request) -> Values:
         b = req.body
         data = HeartbeatRequestData(
             group_id=b.group_id,
@@ -673,7 +676,7 @@ class EmbeddedBroker:
             self._rearm()
         return {"error_code": resp.error_code}
 
-    async def _leave_group(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _leave_group(self, conn: _Connection, req: wire.Request) -> Values:
         b = req.body
         if req.api_version <= 2:
             members = [MemberIdentity(member_id=b.member_id)]
@@ -707,7 +710,7 @@ class EmbeddedBroker:
             ],
         }
 
-    async def _offset_commit(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _offset_commit(self, conn: _Connection, req: wire.Request) -> Values:
         b = req.body
         partitions = [
             OffsetCommitPartition(
@@ -778,7 +781,7 @@ class EmbeddedBroker:
             )
         return resp.error_code, [{"name": n, "partitions": ps} for n, ps in grouped.items()]
 
-    async def _offset_fetch(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _offset_fetch(self, conn: _Connection, req: wire.Request) -> Values:
         b = req.body
         stable = bool(b.require_stable) if req.api_version >= 7 else False
         if req.api_version >= 8:
@@ -795,7 +798,7 @@ class EmbeddedBroker:
                     p["error_code"] = error_code
         return {"topics": topics, "error_code": error_code}
 
-    async def _describe_groups(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _describe_groups(self, conn: _Connection, req: wire.Request) -> Values:
         include = bool(req.body.include_authorized_operations) if req.api_version >= 3 else False
         described = self.coordinator.describe_groups(
             list(req.body.groups or []),
@@ -827,7 +830,7 @@ class EmbeddedBroker:
             ]
         }
 
-    async def _list_groups(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _list_groups(self, conn: _Connection, req: wire.Request) -> Values:
         states = list(req.body.states_filter or []) if req.api_version >= 4 else []
         listed = self.coordinator.list_groups(states_filter=states or None)
         return {
@@ -842,7 +845,7 @@ class EmbeddedBroker:
             ],
         }
 
-    async def _delete_groups(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _delete_groups(self, conn: _Connection, req: wire.Request) -> Values:
         try:
             results = self.coordinator.delete_groups(list(req.body.groups_names or []), self._now())
         finally:
@@ -856,10 +859,10 @@ class EmbeddedBroker:
         """The port of the listener a request came in on (Kafka answers with that endpoint)."""
         return conn.listener.port if conn.listener is not None else self.port
 
-    async def _sasl_when_authenticated(self, conn: _Connection, req: _wire.Request) -> Values:
-        return _auth.already_authenticated(req)
+    async def _sasl_when_authenticated(self, conn: _Connection, req: wire.Request) -> Values:
+        return auth.already_authenticated(req)
 
-    async def _find_coordinator(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _find_coordinator(self, conn: _Connection, req: wire.Request) -> Values:
         me = {"node_id": self.node_id, "host": self.host, "port": self._advertised_port(conn)}
         if req.api_version >= 4:
             return {
@@ -882,7 +885,7 @@ class EmbeddedBroker:
             "throttle_time_ms": 0,
         }
 
-    async def _api_versions(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _api_versions(self, conn: _Connection, req: wire.Request) -> Values:
         return self._api_versions_values()
 
     def _topic_metadata(self, name: str, error_code: int = ErrorCode.NONE) -> Values:
@@ -914,7 +917,7 @@ class EmbeddedBroker:
             ],
         }
 
-    async def _metadata(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _metadata(self, conn: _Connection, req: wire.Request) -> Values:
         b = req.body
         v = req.api_version
         requested = b.topics
@@ -949,7 +952,7 @@ class EmbeddedBroker:
             "error_code": ErrorCode.NONE,
         }
 
-    async def _create_topics(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _create_topics(self, conn: _Connection, req: wire.Request) -> Values:
         b = req.body
         results = []
         for t in b.topics or []:
@@ -991,7 +994,7 @@ class EmbeddedBroker:
             )
         return {"topics": results}
 
-    async def _delete_topics(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _delete_topics(self, conn: _Connection, req: wire.Request) -> Values:
         responses = []
         for name in req.body.topic_names or []:
             topic = self.log.topics.get(name)
@@ -1012,7 +1015,7 @@ class EmbeddedBroker:
             )
         return {"responses": responses}
 
-    async def _create_partitions(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _create_partitions(self, conn: _Connection, req: wire.Request) -> Values:
         b = req.body
         results = []
         for t in b.topics or []:
@@ -1030,7 +1033,7 @@ class EmbeddedBroker:
             results.append({"name": t.name, "error_code": error_code, "error_message": message})
         return {"results": results}
 
-    async def _init_producer_id(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _init_producer_id(self, conn: _Connection, req: wire.Request) -> Values:
         return {
             "error_code": ErrorCode.NONE,
             "producer_id": next(self._producer_ids),
@@ -1039,7 +1042,7 @@ class EmbeddedBroker:
 
     # --- data plane -------------------------------------------------------------------------
 
-    async def _produce(self, conn: _Connection, req: _wire.Request) -> Values | None:
+    async def _produce(self, conn: _Connection, req: wire.Request) -> Values | None:
         b = req.body
         appended = False
         responses = []
@@ -1119,7 +1122,7 @@ class EmbeddedBroker:
             topics.append({"topic": t.topic, "partitions": parts})
         return topics, total, error
 
-    async def _fetch(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _fetch(self, conn: _Connection, req: wire.Request) -> Values:
         b = req.body
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, b.max_wait_ms) / 1000
@@ -1144,7 +1147,7 @@ class EmbeddedBroker:
             "responses": topics,
         }
 
-    async def _list_offsets(self, conn: _Connection, req: _wire.Request) -> Values:
+    async def _list_offsets(self, conn: _Connection, req: wire.Request) -> Values:
         topics = []
         for t in req.body.topics or []:
             parts = []
@@ -1350,14 +1353,14 @@ class RawClient:
         """The highest version of ``api`` both sides speak, capped at ``at_most`` (for a
         caller that builds the request in the shape of older versions); ``ConfigurationError``
         if there is none."""
-        api_key = api if isinstance(api, int) else _wire.API_KEYS_BY_NAME[api]
-        ours = _wire.SUPPORTED_VERSIONS.get(api_key)
+        api_key = api if isinstance(api, int) else wire.API_KEYS_BY_NAME[api]
+        ours = wire.SUPPORTED_VERSIONS.get(api_key)
         if ours is not None and at_most is not None:
             ours = (ours[0], min(ours[1], at_most))
         theirs = (await self.broker_versions()).get(api_key)
         if ours is None or theirs is None or max(ours[0], theirs[0]) > min(ours[1], theirs[1]):
             raise ConfigurationError(
-                f"no common version of {_wire.API_NAMES.get(api_key, api_key)}: "
+                f"no common version of {wire.API_NAMES.get(api_key, api_key)}: "
                 f"ours {ours}, the broker's {theirs}"
             )
         return min(ours[1], theirs[1])
@@ -1390,7 +1393,7 @@ class RawClient:
         """One response payload (without its length prefix); EOF raises IncompleteReadError."""
         if self._reader is None:
             raise ConfigurationError("RawClient is not connected")
-        size = _wire.frame_size(await self._reader.readexactly(4))
+        size = wire.frame_size(await self._reader.readexactly(4))
         return await self._reader.readexactly(size)
 
     async def request(
@@ -1403,18 +1406,18 @@ class RawClient:
         at_most: int | None = None,
     ) -> Any:
         """One request; ``version`` None negotiates it (capped at ``at_most``)."""
-        api_key = api if isinstance(api, int) else _wire.API_KEYS_BY_NAME[api]
+        api_key = api if isinstance(api, int) else wire.API_KEYS_BY_NAME[api]
         if version is None:
             version = await self.version(api_key, at_most)
         async with self._lock:
             correlation_id = next(self._correlation)
-            frame = _wire.encode_request(
+            frame = wire.encode_request(
                 api_key, version, values, correlation_id=correlation_id, client_id=self.client_id
             )
             await self.send_raw(frame)
             async with asyncio.timeout(timeout):
                 payload = await self.read_frame()
-        response = _wire.decode_response(api_key, version, payload)
+        response = wire.decode_response(api_key, version, payload)
         got = response.header.correlation_id
         if got != correlation_id:
             raise RemoteProtocolError(f"correlation id {got} != {correlation_id}")
@@ -1447,7 +1450,7 @@ async def _run_cli(args: argparse.Namespace) -> None:
         auto_create_topics=not args.no_auto_create_topics,
         num_partitions=args.num_partitions,
         coordinator_config=config,
-        **_auth.cli_security(args),
+        **auth.cli_security(args),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -1466,7 +1469,8 @@ async def _run_cli(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m aiogroup.testing.broker", description="aiogroup's embedded Kafka broker"
+        prog="python -m aiogroup.testing.embedded.broker",
+        description="aiogroup's embedded Kafka broker",
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9092)
@@ -1489,7 +1493,7 @@ def main(argv: list[str] | None = None) -> None:
         help="the Kafka generation whose coordinator rules to follow (kafka2: Kafka 2.3)",
     )
     parser.add_argument("--log-level", default="WARNING")
-    _auth.add_cli_arguments(parser)
+    auth.add_cli_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
