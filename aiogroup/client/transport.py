@@ -14,7 +14,7 @@ coordinator is forgotten so the next call rediscovers it. Every call is bounded 
 ``request_timeout_ms``.
 
 A connection whose TLS handshake or SASL authentication fails raises an
-:class:`~aiogroup.errors.AuthenticationError` instead (:mod:`aiogroup.client._security`): at
+:class:`~aiogroup.errors.AuthenticationError` instead (:mod:`aiogroup.client.security`): at
 :meth:`Transport.start` and on any later connect, never retried as if the network were down.
 """
 
@@ -48,9 +48,9 @@ from kafka.protocol.metadata.find_coordinator import (
 )
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
-from aiogroup.client._security import diagnose, security_options
 from aiogroup.client.options import bootstrap_addresses
 from aiogroup.client.reachability import Reachability
+from aiogroup.client.security import diagnose, security_options
 from aiogroup.errors import (
     AiogroupError,
     AuthenticationError,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiogroup.client._security import SECURITY_PROTOCOLS, uses_sasl, uses_tls
+from aiogroup.client.security import SECURITY_PROTOCOLS, uses_sasl, uses_tls
 from aiogroup.errors import ConfigurationError
 
 __all__ = ["SECURITY_PROTOCOLS", "Listener"]

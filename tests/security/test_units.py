@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aiogroup.client._security import SecurityOptions, classify
+from aiogroup.client.security import SecurityOptions, classify
 from aiogroup.errors import (
     ConfigurationError,
     IllegalSaslStateError,
