@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import re
 import time
@@ -45,6 +44,7 @@ from aiogroup.client.options import (
     parameter_names,
     topic_names,
 )
+from aiogroup.client.requests import Requests
 from aiogroup.client.signal import Signal
 from aiogroup.client.transport import CommittedOffset, Transport
 from aiogroup.config import GROUP_DEFAULTS, GroupConfig
@@ -54,7 +54,6 @@ from aiogroup.errors import (
     BrokerUnreachableError,
     ConfigurationError,
     CoordinatorUnreachableError,
-    KafkaError,
     LocalProtocolError,
     MemberClosedError,
     NotSubscribedError,
@@ -299,8 +298,13 @@ class GroupMember:
         self._closed = False
         self._handing_off = False
         self._started = False
-        self._last_metadata: act.RequestMetadata | None = None
-        self._metadata_task: asyncio.Task[None] | None = None
+        self._requests = Requests(
+            self._transport,
+            group_id,
+            _RequestHost(self),
+            retry_backoff_ms=config.retry_backoff_ms,
+            metadata_max_age_ms=config.metadata_max_age_ms,
+        )
         self._revoked_acc: set[TopicPartition] = set()
         self._lost_acc: set[TopicPartition] = set()
         self._error_acc: BaseException | None = None
@@ -747,24 +751,23 @@ class GroupMember:
 
     def _execute(self, actions: list[act.Action]) -> None:
         for action in actions:
+            requests = self._requests
             if isinstance(action, act.FindCoordinator):
-                self._spawn(self._find_coordinator(action))
+                self._spawn(requests.find_coordinator(action))
             elif isinstance(action, act.RequestMetadata):
-                self._last_metadata = action
-                self._spawn(self._fetch_metadata(action))
-                self._schedule_metadata_refresh()
+                self._spawn(requests.metadata(action))
             elif isinstance(action, act.SendJoinGroup):
                 if self._rebalance_started is None:
                     self._rebalance_started = time.monotonic()
-                self._spawn(self._join_group(action))
+                self._spawn(requests.join_group(action))
             elif isinstance(action, act.SendSyncGroup):
                 if action.assignments and self._telemetry is not None:
                     self._note_leader_round(action)
-                self._spawn(self._sync_group(action))
+                self._spawn(requests.sync_group(action))
             elif isinstance(action, act.SendHeartbeat):
-                self._spawn(self._heartbeat(action))
+                self._spawn(requests.heartbeat(action))
             elif isinstance(action, act.SendLeaveGroup):
-                self._spawn(self._leave_group(action))
+                self._spawn(requests.leave_group(action))
             elif isinstance(action, act.CommitOffsets):
                 offsets = action.offsets
                 if offsets is None and self._offsets_source is not None:
@@ -774,7 +777,7 @@ class GroupMember:
                 if not offsets:
                     self._queue.put_nowait(ev.CommitCompleted(action.token))
                 else:
-                    self._spawn(self._commit(dataclasses.replace(action, offsets=offsets)))
+                    self._spawn(requests.commit(action, offsets))
             elif isinstance(action, act.ResolveCommit):
                 future = self._commit_futures.pop(action.token, None)
                 if future is not None and not future.done():
@@ -850,206 +853,6 @@ class GroupMember:
 
     def _post(self, event: ev.Event) -> None:
         self._queue.put_nowait(event)
-
-    async def _guard(self, request: Callable[[], Awaitable[ev.Event]]) -> None:
-        """Run one coordinator request; connection trouble becomes CoordinatorLost."""
-        try:
-            event = await request()
-        except asyncio.CancelledError:
-            raise
-        except AiogroupError as exc:
-            self._trouble(
-                "group %s: coordinator request failed (%s); looking for the coordinator again",
-                exc,
-                key="coordinator request failed",
-            )
-            self._auth_failed(exc)
-            self._transport.coordinator_dead()
-            event = ev.CoordinatorLost()
-        except Exception as exc:  # never lose the answer the machine waits for
-            log.warning("coordinator request failed unexpectedly: %r", exc)
-            self._transport.coordinator_dead()
-            event = ev.CoordinatorLost()
-        self._post(event)
-
-    async def _find_coordinator(self, action: act.FindCoordinator) -> None:
-        self._transport.coordinator_dead()
-        try:
-            node_id = await self._transport.find_coordinator()
-        except asyncio.CancelledError:
-            raise
-        except AuthenticationError as exc:  # reported with its own words, then retried
-            self._auth_failed(exc)
-            self._post(ev.CoordinatorLookupFailed(action.token, -1))
-            return
-        except Exception as exc:
-            unreachable = isinstance(exc, BrokerUnreachableError)
-            code = exc.error_code if isinstance(exc, KafkaError) and not unreachable else -1
-            if isinstance(exc, KafkaError) and exc.retriable and not unreachable:
-                log.debug("group %s: no coordinator yet (%s); retrying", self.group_id, exc)
-            else:
-                self._trouble(
-                    "group %s: no coordinator found (%s); retrying", exc, key="FindCoordinator"
-                )
-            self._post(ev.CoordinatorLookupFailed(action.token, code))
-            return
-        self._post(ev.CoordinatorFound(action.token, node_id))
-
-    async def _fetch_metadata(self, action: act.RequestMetadata) -> None:
-        backoff = max(self.retry_backoff_ms / 1000, 0.05)
-        while not self._closed:
-            try:
-                if action.topics is None:
-                    counts = await self._transport.partitions_per_topic(None)
-                    if action.pattern is not None:
-                        pat = action.pattern
-                        counts = {t: n for t, n in counts.items() if pat.fullmatch(t)}
-                else:
-                    counts = await self._transport.partitions_per_topic(sorted(action.topics))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._trouble(
-                    "group %s: metadata request failed (%s); retrying", exc, key="metadata failed"
-                )
-                self._auth_failed(exc)
-                await asyncio.sleep(backoff)  # retry backoff
-                backoff = min(backoff * 2, 5.0)
-                continue
-            self._post(ev.MetadataUpdated(counts))
-            return
-
-    def _schedule_metadata_refresh(self) -> None:
-        """Refresh the last metadata the machine asked for every ``metadata_max_age_ms``."""
-        if self._metadata_task is not None and not self._metadata_task.done():
-            return
-
-        async def refresh() -> None:
-            while not self._closed:
-                await asyncio.sleep(self.metadata_max_age_ms / 1000)  # a periodic timer
-                if self._last_metadata is not None and not self._closed:
-                    await self._fetch_metadata(self._last_metadata)
-
-        self._metadata_task = asyncio.ensure_future(refresh())
-
-    async def _join_group(self, action: act.SendJoinGroup) -> None:
-        async def request() -> ev.Event:
-            r = await self._transport.join_group(
-                member_id=action.member_id,
-                group_instance_id=action.group_instance_id,
-                session_timeout_ms=action.session_timeout_ms,
-                rebalance_timeout_ms=action.rebalance_timeout_ms,
-                protocols=list(action.protocols),
-                protocol_type=action.protocol_type,
-                reason=action.reason or None,
-            )
-            if r.error_code:
-                return ev.JoinGroupFailed(action.token, r.error_code, r.member_id)
-            return ev.JoinGroupCompleted(
-                token=action.token,
-                generation_id=r.generation_id,
-                member_id=r.member_id,
-                leader=r.leader,
-                protocol_name=r.protocol_name or "",
-                protocol_type=action.protocol_type,
-                members=r.members,
-            )
-
-        await self._guard(request)
-
-    async def _sync_group(self, action: act.SendSyncGroup) -> None:
-        async def request() -> ev.Event:
-            r = await self._transport.sync_group(
-                generation_id=action.generation_id,
-                member_id=action.member_id,
-                group_instance_id=action.group_instance_id,
-                protocol_name=action.protocol_name,
-                protocol_type=action.protocol_type,
-                assignments=dict(action.assignments),
-            )
-            if r.error_code:
-                return ev.SyncGroupFailed(action.token, r.error_code)
-            return ev.SyncGroupCompleted(action.token, r.assignment)
-
-        await self._guard(request)
-
-    async def _heartbeat(self, action: act.SendHeartbeat) -> None:
-        async def request() -> ev.Event:
-            code = await self._transport.heartbeat(
-                generation_id=action.generation_id,
-                member_id=action.member_id,
-                group_instance_id=action.group_instance_id,
-            )
-            if code:
-                return ev.HeartbeatFailed(action.token, code)
-            return ev.HeartbeatCompleted(action.token)
-
-        await self._guard(request)
-
-    async def _leave_group(self, action: act.SendLeaveGroup) -> None:
-        async def request() -> ev.Event:
-            code = await self._transport.leave_group(
-                member_id=action.member_id,
-                group_instance_id=action.group_instance_id,
-                reason=action.reason or None,
-            )
-            return ev.LeaveGroupCompleted(action.token, code)
-
-        await self._guard(request)
-
-    async def _commit(self, action: act.CommitOffsets) -> None:
-        offsets = dict(action.offsets or {})
-        started = time.time()
-        try:
-            result = await self._transport.offset_commit(
-                offsets,
-                generation_id=action.generation_id,
-                member_id=action.member_id,
-                group_instance_id=action.group_instance_id,
-                # Not behind our own JoinGroup, which the coordinator holds (KIP-429 commits).
-                coordination=not action.during_join,
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self._trouble(
-                "group %s: OffsetCommit failed (%s); looking for the coordinator again",
-                exc,
-                key="commit failed",
-            )
-            self._auth_failed(exc)
-            self._transport.coordinator_dead()
-            self._post(ev.CommitFailed(action.token, -1))
-            self._post(ev.CoordinatorLost())
-            return
-        if result.error_code:
-            self._telemetry_call(
-                "commit_failed",
-                offsets,
-                action.generation_id,
-                error=f"error {result.error_code}",
-                state=self._machine.state.value,
-                error_code=result.error_code,
-                during_join=action.during_join,
-                started=started,
-            )
-            self._post(ev.CommitFailed(action.token, result.error_code))
-        else:
-            log.debug(
-                "group %s: committed %d offsets (generation %d)",
-                self.group_id,
-                len(offsets),
-                action.generation_id,
-            )
-            self._telemetry_call(
-                "offsets_committed", offsets, action.generation_id, started=started
-            )
-            if self._offsets_source is not None:
-                try:
-                    self._offsets_source.offsets_committed(offsets)
-                except Exception as exc:  # the source's bookkeeping must not lose the answer
-                    log.warning("offsets_committed hook failed: %r", exc)
-            self._post(ev.CommitCompleted(action.token))
 
     async def _invoke_callbacks(self, action: act.InvokeCallbacks) -> None:
         finished = await run_callbacks(self._listener, action, metrics=self._metrics)
@@ -1141,7 +944,8 @@ class GroupMember:
         self._commit_futures.clear()
 
     async def _shutdown(self) -> None:
-        tasks = [t for t in (self._owner, self._metadata_task, *self._io_tasks) if t is not None]
+        self._requests.stop()
+        tasks = [t for t in (self._owner, *self._io_tasks) if t is not None]
         for task in tasks:
             task.cancel()
         if tasks:
@@ -1176,6 +980,57 @@ class GroupMember:
             getattr(self._telemetry, method)(*args, **kwargs)
         except Exception as exc:  # telemetry must never break the member
             log.debug("telemetry %s failed: %r", method, exc)
+
+
+class _RequestHost:
+    """What the request sender needs of the member
+    (:class:`~aiogroup.client.requests.RequestHost`)."""
+
+    def __init__(self, member: GroupMember) -> None:
+        self._member = member
+
+    @property
+    def closed(self) -> bool:
+        return self._member._closed
+
+    def post(self, event: ev.Event) -> None:
+        self._member._post(event)
+
+    def trouble(self, msg: str, exc: BaseException, *, key: str) -> None:
+        self._member._trouble(msg, exc, key=key)
+
+    def auth_failed(self, exc: BaseException) -> None:
+        self._member._auth_failed(exc)
+
+    def committed(
+        self, action: act.CommitOffsets, offsets: Mapping[TopicPartition, int], started: float
+    ) -> None:
+        member = self._member
+        member._telemetry_call("offsets_committed", offsets, action.generation_id, started=started)
+        if member._offsets_source is not None:
+            try:
+                member._offsets_source.offsets_committed(offsets)
+            except Exception as exc:  # the source's bookkeeping must not lose the answer
+                log.warning("offsets_committed hook failed: %r", exc)
+
+    def commit_refused(
+        self,
+        action: act.CommitOffsets,
+        offsets: Mapping[TopicPartition, int],
+        error_code: int,
+        started: float,
+    ) -> None:
+        member = self._member
+        member._telemetry_call(
+            "commit_failed",
+            offsets,
+            action.generation_id,
+            error=f"error {error_code}",
+            state=member._machine.state.value,
+            error_code=error_code,
+            during_join=action.during_join,
+            started=started,
+        )
 
 
 class _ActingWatch:

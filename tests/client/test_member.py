@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -20,6 +20,7 @@ from aiogroup.client.transport import (
     OffsetCommitResult,
     OffsetFetchResult,
     SyncGroupResult,
+    Transport,
 )
 from aiogroup.errors import FencedInstanceIdError, KafkaError
 from aiogroup.membership import MemberState, RebalanceCallbackError
@@ -139,9 +140,11 @@ def make(
         heartbeat_interval_ms=50,
         close_timeout_s=3,
         telemetry=telemetry,
+        # A method-level fake (tests/client/test_scripted_transport.py drives the member with
+        # bytes through ScriptedTransport instead).
+        transport=cast(Transport, fake),
         **kw,
     )
-    member._transport = fake  # type: ignore[assignment]
     return member
 
 

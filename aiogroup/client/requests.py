@@ -1,0 +1,286 @@
+"""The classic membership machine's requests, sent: each request action becomes a transport
+call, each answer (or failure) the event the machine waits for.
+
+The machine never waits on the network: it returns ``FindCoordinator``, ``SendJoinGroup``,
+``SendSyncGroup``, ``SendHeartbeat``, ``SendLeaveGroup``, ``CommitOffsets`` and
+``RequestMetadata`` actions and later takes their answers as events. :class:`Requests` does the
+sending for the driver (:class:`aiogroup.client.GroupMember`), so that every failure turns into
+an event too (a request that reached no broker is ``CoordinatorLost``, a lookup that failed
+``CoordinatorLookupFailed``): the machine's answer is never lost. What the driver adds (posting
+events, logging failures, reporting refused credentials, telemetry of commits) comes in through
+:class:`RequestHost`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
+
+from aiogroup.client.transport import Transport
+from aiogroup.errors import AiogroupError, AuthenticationError, BrokerUnreachableError, KafkaError
+from aiogroup.membership import actions as act
+from aiogroup.membership import events as ev
+from aiogroup.protocol.types import TopicPartition
+
+__all__ = ["RequestHost", "Requests"]
+
+log = logging.getLogger("aiogroup.client")
+
+
+class RequestHost(Protocol):
+    """What :class:`Requests` needs of the driver."""
+
+    @property
+    def closed(self) -> bool:
+        """The member is closing: background refreshes stop."""
+        ...
+
+    def post(self, event: ev.Event) -> None:
+        """Hand an answer to the machine."""
+
+    def trouble(self, msg: str, exc: BaseException, *, key: str) -> None:
+        """A failed request (``msg`` takes the group id and the error), rate-limited."""
+
+    def auth_failed(self, exc: BaseException) -> None:
+        """A connect refused by TLS or SASL: the user hears of it from the next call."""
+
+    def committed(
+        self, action: act.CommitOffsets, offsets: Mapping[TopicPartition, int], started: float
+    ) -> None:
+        """An OffsetCommit was accepted (telemetry, the consumer's bookkeeping)."""
+
+    def commit_refused(
+        self,
+        action: act.CommitOffsets,
+        offsets: Mapping[TopicPartition, int],
+        error_code: int,
+        started: float,
+    ) -> None:
+        """An OffsetCommit was answered with ``error_code`` (telemetry)."""
+
+
+class Requests:
+    """Sends the machine's requests over ``transport``; answers go to ``host.post``."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        group_id: str,
+        host: RequestHost,
+        *,
+        retry_backoff_ms: int,
+        metadata_max_age_ms: int,
+    ) -> None:
+        self.transport = transport
+        self.group_id = group_id
+        self.host = host
+        self.retry_backoff_ms = retry_backoff_ms
+        self.metadata_max_age_ms = metadata_max_age_ms
+        #: The last metadata the machine asked for, refreshed every ``metadata_max_age_ms``.
+        self.last_metadata: act.RequestMetadata | None = None
+        self._refresh: asyncio.Task[None] | None = None
+
+    def stop(self) -> None:
+        """Stop the periodic metadata refresh."""
+        if self._refresh is not None:
+            self._refresh.cancel()
+
+    # -- the coordinator requests -------------------------------------------------------
+
+    async def guard(self, request: Callable[[], Awaitable[ev.Event]]) -> None:
+        """Run one coordinator request; connection trouble becomes CoordinatorLost."""
+        try:
+            event = await request()
+        except asyncio.CancelledError:
+            raise
+        except AiogroupError as exc:
+            self.host.trouble(
+                "group %s: coordinator request failed (%s); looking for the coordinator again",
+                exc,
+                key="coordinator request failed",
+            )
+            self.host.auth_failed(exc)
+            self.transport.coordinator_dead()
+            event = ev.CoordinatorLost()
+        except Exception as exc:  # never lose the answer the machine waits for
+            log.warning("coordinator request failed unexpectedly: %r", exc)
+            self.transport.coordinator_dead()
+            event = ev.CoordinatorLost()
+        self.host.post(event)
+
+    async def find_coordinator(self, action: act.FindCoordinator) -> None:
+        self.transport.coordinator_dead()
+        try:
+            node_id = await self.transport.find_coordinator()
+        except asyncio.CancelledError:
+            raise
+        except AuthenticationError as exc:  # reported with its own words, then retried
+            self.host.auth_failed(exc)
+            self.host.post(ev.CoordinatorLookupFailed(action.token, -1))
+            return
+        except Exception as exc:
+            unreachable = isinstance(exc, BrokerUnreachableError)
+            code = exc.error_code if isinstance(exc, KafkaError) and not unreachable else -1
+            if isinstance(exc, KafkaError) and exc.retriable and not unreachable:
+                log.debug("group %s: no coordinator yet (%s); retrying", self.group_id, exc)
+            else:
+                self.host.trouble(
+                    "group %s: no coordinator found (%s); retrying", exc, key="FindCoordinator"
+                )
+            self.host.post(ev.CoordinatorLookupFailed(action.token, code))
+            return
+        self.host.post(ev.CoordinatorFound(action.token, node_id))
+
+    async def join_group(self, action: act.SendJoinGroup) -> None:
+        async def request() -> ev.Event:
+            r = await self.transport.join_group(
+                member_id=action.member_id,
+                group_instance_id=action.group_instance_id,
+                session_timeout_ms=action.session_timeout_ms,
+                rebalance_timeout_ms=action.rebalance_timeout_ms,
+                protocols=list(action.protocols),
+                protocol_type=action.protocol_type,
+                reason=action.reason or None,
+            )
+            if r.error_code:
+                return ev.JoinGroupFailed(action.token, r.error_code, r.member_id)
+            return ev.JoinGroupCompleted(
+                token=action.token,
+                generation_id=r.generation_id,
+                member_id=r.member_id,
+                leader=r.leader,
+                protocol_name=r.protocol_name or "",
+                protocol_type=action.protocol_type,
+                members=r.members,
+            )
+
+        await self.guard(request)
+
+    async def sync_group(self, action: act.SendSyncGroup) -> None:
+        async def request() -> ev.Event:
+            r = await self.transport.sync_group(
+                generation_id=action.generation_id,
+                member_id=action.member_id,
+                group_instance_id=action.group_instance_id,
+                protocol_name=action.protocol_name,
+                protocol_type=action.protocol_type,
+                assignments=dict(action.assignments),
+            )
+            if r.error_code:
+                return ev.SyncGroupFailed(action.token, r.error_code)
+            return ev.SyncGroupCompleted(action.token, r.assignment)
+
+        await self.guard(request)
+
+    async def heartbeat(self, action: act.SendHeartbeat) -> None:
+        async def request() -> ev.Event:
+            code = await self.transport.heartbeat(
+                generation_id=action.generation_id,
+                member_id=action.member_id,
+                group_instance_id=action.group_instance_id,
+            )
+            if code:
+                return ev.HeartbeatFailed(action.token, code)
+            return ev.HeartbeatCompleted(action.token)
+
+        await self.guard(request)
+
+    async def leave_group(self, action: act.SendLeaveGroup) -> None:
+        async def request() -> ev.Event:
+            code = await self.transport.leave_group(
+                member_id=action.member_id,
+                group_instance_id=action.group_instance_id,
+                reason=action.reason or None,
+            )
+            return ev.LeaveGroupCompleted(action.token, code)
+
+        await self.guard(request)
+
+    async def commit(
+        self, action: act.CommitOffsets, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """OffsetCommit of ``offsets`` (the action's, or the consumed positions the driver
+        found for an auto-commit)."""
+        started = time.time()
+        try:
+            result = await self.transport.offset_commit(
+                offsets,
+                generation_id=action.generation_id,
+                member_id=action.member_id,
+                group_instance_id=action.group_instance_id,
+                # Not behind our own JoinGroup, which the coordinator holds (KIP-429 commits).
+                coordination=not action.during_join,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.host.trouble(
+                "group %s: OffsetCommit failed (%s); looking for the coordinator again",
+                exc,
+                key="commit failed",
+            )
+            self.host.auth_failed(exc)
+            self.transport.coordinator_dead()
+            self.host.post(ev.CommitFailed(action.token, -1))
+            self.host.post(ev.CoordinatorLost())
+            return
+        if result.error_code:
+            self.host.commit_refused(action, offsets, result.error_code, started)
+            self.host.post(ev.CommitFailed(action.token, result.error_code))
+            return
+        log.debug(
+            "group %s: committed %d offsets (generation %d)",
+            self.group_id,
+            len(offsets),
+            action.generation_id,
+        )
+        self.host.committed(action, offsets, started)
+        self.host.post(ev.CommitCompleted(action.token))
+
+    # -- metadata -----------------------------------------------------------------------
+
+    async def metadata(self, action: act.RequestMetadata) -> None:
+        """Partition counts of the topics the machine asked about, retried with backoff
+        until they come (or the member closes); then refreshed every metadata_max_age_ms."""
+        self.last_metadata = action
+        self._schedule_refresh()
+        await self._fetch(action)
+
+    async def _fetch(self, action: act.RequestMetadata) -> None:
+        backoff = max(self.retry_backoff_ms / 1000, 0.05)
+        while not self.host.closed:
+            try:
+                if action.topics is None:
+                    counts = await self.transport.partitions_per_topic(None)
+                    if action.pattern is not None:
+                        pat = action.pattern
+                        counts = {t: n for t, n in counts.items() if pat.fullmatch(t)}
+                else:
+                    counts = await self.transport.partitions_per_topic(sorted(action.topics))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.host.trouble(
+                    "group %s: metadata request failed (%s); retrying", exc, key="metadata failed"
+                )
+                self.host.auth_failed(exc)
+                await asyncio.sleep(backoff)  # retry backoff
+                backoff = min(backoff * 2, 5.0)
+                continue
+            self.host.post(ev.MetadataUpdated(counts))
+            return
+
+    def _schedule_refresh(self) -> None:
+        if self._refresh is not None and not self._refresh.done():
+            return
+
+        async def refresh() -> None:
+            while not self.host.closed:
+                await asyncio.sleep(self.metadata_max_age_ms / 1000)  # a periodic timer
+                if self.last_metadata is not None and not self.host.closed:
+                    await self._fetch(self.last_metadata)
+
+        self._refresh = asyncio.ensure_future(refresh())
