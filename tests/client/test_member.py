@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -20,6 +20,7 @@ from aiogroup.client.transport import (
     OffsetCommitResult,
     OffsetFetchResult,
     SyncGroupResult,
+    Transport,
 )
 from aiogroup.errors import FencedInstanceIdError, KafkaError
 from aiogroup.membership import MemberState, RebalanceCallbackError
@@ -139,9 +140,9 @@ def make(
         heartbeat_interval_ms=50,
         close_timeout_s=3,
         telemetry=telemetry,
+        transport=cast(Transport, fake),  # duck-typed: the requests a member sends
         **kw,
     )
-    member._transport = fake  # type: ignore[assignment]
     return member
 
 
