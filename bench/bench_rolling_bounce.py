@@ -171,9 +171,13 @@ def _member_confluent(args: argparse.Namespace, loop: MemberLoop) -> None:
                                  on_revoke=revoke)
     consumer.subscribe([args.topic], **recorder.callbacks())
     while not loop.stop.is_set():
-        batch = consumer.consume(500, loop.tick_s)
-        _processed(telemetry, [((m.topic(), m.partition()), m.offset()) for m in batch
-                               if m.error() is None])
+        offsets: list[tuple[tuple[str, int], int]] = []
+        for m in consumer.consume(500, loop.tick_s):
+            topic, partition, offset = m.topic(), m.partition(), m.offset()
+            if m.error() is not None or topic is None or partition is None or offset is None:
+                continue  # a record (no error) has all three; librdkafka's types allow None
+            offsets.append(((topic, partition), offset))
+        _processed(telemetry, offsets)
         recorder.observe(consumer)
         generation = confluent_generation(consumer)
         loop.status.write(generation if generation is not None and generation >= 0 else None,

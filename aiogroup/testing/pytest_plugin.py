@@ -19,11 +19,19 @@ run) and nothing else. A ``-W`` option or the project's own ``filterwarnings`` s
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
 
-__all__ = ["MARKERS", "WARNING_FILTERS", "pytest_configure"]
+__all__ = [
+    "BROKER_MARKERS",
+    "MARKERS",
+    "WARNING_FILTERS",
+    "pytest_addoption",
+    "pytest_collection_modifyitems",
+    "pytest_configure",
+]
 
 #: Markers carried by the ``kafka_broker`` fixture's parameters.
 MARKERS = {
@@ -32,6 +40,16 @@ MARKERS = {
     "kafka4": "runs Apache Kafka 4.1.1 in KRaft mode on the local JVM (aiogroup.testing)",
     "kafka39": "runs Apache Kafka 3.9.1 in KRaft mode on the local JVM (aiogroup.testing)",
     "docker": "needs a Docker engine (Apache Kafka via testcontainers)",
+    "every_broker": "runs on every broker kind, whatever --aiogroup-brokers selects",
+}
+
+#: The broker kind each marker stands for (``--aiogroup-brokers`` names kinds).
+BROKER_MARKERS = {
+    "tansu": "tansu",
+    "kafka23": "kafka23",
+    "kafka4": "kafka4",
+    "kafka39": "kafka39",
+    "docker": "kafka",
 }
 
 #: Warnings from kafka-python's schema loader: the loader's own call, and the nested one that
@@ -59,3 +77,39 @@ def pytest_configure(config: pytest.Config) -> None:
     # Added first, so filters the project configures itself come later and take precedence.
     user_filters = list(config.getini("filterwarnings"))
     config.getini("filterwarnings")[:] = [*WARNING_FILTERS, *user_filters]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--aiogroup-brokers",
+        default=None,
+        metavar="KINDS",
+        help="run the tests of these broker kinds only, e.g. 'kafka4,tansu' (the embedded "
+        "broker always runs; tests marked every_broker run on every kind); 'all' or unset: "
+        "every kind (also $AIOGROUP_BROKERS)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the items of broker kinds ``--aiogroup-brokers`` leaves out."""
+    chosen = config.getoption("--aiogroup-brokers") or os.environ.get("AIOGROUP_BROKERS")
+    if not chosen or chosen.strip() == "all":
+        return
+    allowed = {kind.strip() for kind in chosen.split(",") if kind.strip()}
+    unknown = allowed - set(BROKER_MARKERS.values()) - {"embedded"}
+    if unknown:
+        raise pytest.UsageError(
+            f"--aiogroup-brokers: unknown kind(s) {', '.join(sorted(unknown))}; "
+            f"known: embedded, {', '.join(sorted(set(BROKER_MARKERS.values())))}"
+        )
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        kinds = {BROKER_MARKERS[m.name] for m in item.iter_markers() if m.name in BROKER_MARKERS}
+        if kinds and not kinds & allowed and item.get_closest_marker("every_broker") is None:
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

@@ -16,6 +16,7 @@ import pytest
 from aiogroup.assignors.base import RebalanceProtocol
 from aiogroup.errors import ConfigurationError
 from aiogroup.inspector import (
+    GroupDescription,
     GroupWatch,
     MemberMode,
     RawMember,
@@ -63,7 +64,7 @@ def member(
 
 
 def group(protocol: str | None, members: Sequence[RawMember], *, state: str = "Stable",
-          partitions: int = 6):
+          partitions: int = 6) -> GroupDescription:
     return parse_group("g", state, "consumer", protocol, members,
                        partitions={TOPIC: partitions}, api_version=3)
 

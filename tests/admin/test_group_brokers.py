@@ -15,7 +15,6 @@ import json
 import sys
 import time
 import uuid
-from typing import Any
 
 import pytest
 
@@ -80,7 +79,7 @@ class _Group:
         """Wait (polling with a bound) until the members agree on a complete assignment and the
         broker shows that generation Stable; return that snapshot."""
         deadline = time.monotonic() + timeout
-        last: Any = None
+        last: GroupDescription | None = None
         while True:
             ms = list(self.members.values())
             gens = {m.generation_id for m in ms}

@@ -52,11 +52,11 @@ async def test_describe_over_sasl_plain(sasl_kafka: KafkaBroker) -> None:
     sasl_kafka.create_topic("secure", 2)
     bootstrap = f"127.0.0.1:{sasl_kafka.ports['SASL_PLAINTEXT']}"
     group_id = f"sasl-{uuid.uuid4().hex[:8]}"
-    options = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
-               "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}
     async with GroupMember(bootstrap, group_id, topics=["secure"], client_id="alice-1",
                            session_timeout_ms=10_000, heartbeat_interval_ms=500,
-                           **options) as member:
+                           security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                           sasl_plain_username="alice",
+                           sasl_plain_password="alice-secret") as member:
         await member.wait_for_assignment(timeout=60)
         args = ("describe", group_id, "--bootstrap", bootstrap,
                 "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN",

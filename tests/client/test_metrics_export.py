@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -147,7 +147,7 @@ async def test_prometheus_scrapes_a_running_member(embedded_broker: EmbeddedBrok
 
 def test_opentelemetry_instruments() -> None:
     from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.metrics.export import Gauge, InMemoryMetricReader, Sum
 
     from aiogroup.observability.exporters.opentelemetry import instrument
 
@@ -167,12 +167,12 @@ def test_opentelemetry_instruments() -> None:
         "partition-lost-latency-max",
     }
     avg = found["kafka.consumer.coordinator.rebalance-latency-avg"]
-    (point,) = avg.data.data_points
+    (point,) = cast(Gauge, avg.data).data_points
     assert point.value == 500.0 and avg.unit == "ms"
-    assert dict(point.attributes) == {
+    assert dict(point.attributes or {}) == {
         "messaging.system": "kafka",
         "messaging.consumer.group.name": "billing",
         "messaging.client.id": "svc-1",
     }
-    total = found["kafka.consumer.coordinator.rebalance-total"]
-    assert total.data.is_monotonic and total.data.data_points[0].value == 2.0
+    total = cast(Sum, found["kafka.consumer.coordinator.rebalance-total"].data)
+    assert total.is_monotonic and total.data_points[0].value == 2.0

@@ -94,4 +94,4 @@ async def test_the_backoff_cap_is_an_option_of_the_member_and_the_consumer() -> 
     m = GroupMember("127.0.0.1:9", "g", topics=["t"], retry_backoff_max_ms=250)
     c = Consumer("127.0.0.1:9", "g", topics=["t"], retry_backoff_max_ms=250)
     assert m._machine.config.retry_backoff_max_ms == 250
-    assert c._member._machine.config.retry_backoff_max_ms == 250
+    assert c.member._machine.config.retry_backoff_max_ms == 250

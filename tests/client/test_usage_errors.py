@@ -39,8 +39,9 @@ pytestmark = pytest.mark.timeout(60)
     ],
 )
 def test_a_misspelt_option_names_the_option_it_meant(option: str, meant: str) -> None:
+    misspelt: dict[str, Any] = {option: 1}
     with pytest.raises(ConfigurationError) as info:
-        GroupMember("127.0.0.1:1", "g", topics=["t"], **{option: 1})
+        GroupMember("127.0.0.1:1", "g", topics=["t"], **misspelt)
     message = str(info.value)
     assert repr(option) in message
     assert f"did you mean {meant!r}" in message
@@ -58,8 +59,9 @@ def test_a_misspelt_option_names_the_option_it_meant(option: str, meant: str) ->
 def test_a_consumer_names_itself_and_the_option_it_meant(option: str, meant: str) -> None:
     from aiogroup import Consumer
 
+    misspelt: dict[str, Any] = {option: 1}
     with pytest.raises(ConfigurationError) as info:
-        Consumer("127.0.0.1:1", "g", topics=["t"], **{option: 1})
+        Consumer("127.0.0.1:1", "g", topics=["t"], **misspelt)
     message = str(info.value)
     assert message.startswith(f"Consumer got unknown option {option!r}")
     assert f"did you mean {meant!r}" in message
@@ -95,7 +97,7 @@ async def test_aiokafka_client_options_are_forwarded() -> None:
     # Set by the transport itself (or deprecated), so a user passing them is a mistake.
     assert not {"loop", "bootstrap_servers", "client_id", "request_timeout_ms"} & forwarded
     member = GroupMember("127.0.0.1:1", "g", topics=["t"], connections_max_idle_ms=1_000)
-    assert member._transport._client._connections_max_idle_ms == 1_000
+    assert member.transport._client._connections_max_idle_ms == 1_000
 
 
 def test_check_options_serves_other_owners() -> None:

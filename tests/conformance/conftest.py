@@ -56,7 +56,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     selected: dict[str, set[str]] = {}
     for item in session.items:
         callspec = getattr(item, "callspec", None)
-        if callspec is None or not item.nodeid.startswith("tests/conformance/"):
+        if (
+            callspec is None
+            or not isinstance(item, pytest.Function)
+            or not item.nodeid.startswith("tests/conformance/")
+        ):
             continue
         params = callspec.params
         name = params.get("name")

@@ -14,6 +14,7 @@ run). :func:`write_table` turns the results into docs/conformance.md's table.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
 import time
@@ -27,7 +28,7 @@ import pytest
 
 from aiogroup.testing import wire
 from aiogroup.testing.embedded.broker import ThreadedBroker
-from aiogroup.testing.embedded.coordinator import RULES, CoordinatorConfig
+from aiogroup.testing.embedded.coordinator import RULES, CoordinatorConfig, GroupCoordinator
 from aiogroup.testing.fixtures import BrokerHandle, session_kafka, start_broker
 from aiogroup.testing.launchers.kafka import KafkaBroker
 
@@ -103,6 +104,11 @@ def not_applicable(spec: Spec, kind: str) -> str | None:
     return None
 
 
+def _rule_hits(coordinator: GroupCoordinator) -> dict[str, set[str]]:
+    """A copy of ``coordinator``'s rule hits, taken on the broker's thread."""
+    return {g: set(h) for g, h in coordinator.rule_hits.items()}
+
+
 class _Brokers:
     """The brokers of one kind's run, by profile, started on demand and stopped at the end."""
 
@@ -142,9 +148,8 @@ class _Brokers:
         for handle in list(self.handles.values()):
             if handle.embedded is None:
                 continue
-            coord = handle.embedded.broker.coordinator
             snapshot = handle.embedded.call(
-                lambda c=coord: {g: set(h) for g, h in c.rule_hits.items()}
+                functools.partial(_rule_hits, handle.embedded.broker.coordinator)
             )
             for g in groups:
                 hits |= snapshot.get(g, set())

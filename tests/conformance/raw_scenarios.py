@@ -741,7 +741,7 @@ async def rebalance_timeout(env: Env) -> Outcome:
         follower = next(m for m in members if m is not leader)
         gen = leader.generation
         parked = await rebalancing(env, g, leader)
-        beats = []
+        beats: list[int] = []
         while not beats or beats[-1] == 27:  # the follower only heartbeats, until it is over
             beats.append(await follower.heartbeat())
             await asyncio.sleep(0.3)  # the heartbeat interval

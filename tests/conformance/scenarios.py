@@ -496,9 +496,11 @@ async def form(
     parked = []
     for i, m in enumerate(members[1:], start=2):
         parked.append(asyncio.ensure_future(m.join_once()))
-        await env.wait_described(
-            group, lambda d, i=i: len(d.members) >= i, f"{m.name} in the group"
-        )
+
+        def joined_so_far(described: Any, i: int = i) -> bool:
+            return len(described.members) >= i
+
+        await env.wait_described(group, joined_so_far, f"{m.name} in the group")
     joined = [await first.join_once(), *[await p for p in parked]]
     assert all(r.error_code == 0 for r in joined), [r.error_code for r in joined]
     await sync_all(members)

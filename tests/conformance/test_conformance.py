@@ -28,7 +28,7 @@ _MARKS = {
 
 
 def _params() -> list[object]:
-    out = []
+    out: list[object] = []
     for kind in KINDS:
         for name, spec in SCENARIOS.items():
             marks = list(_MARKS.get(kind, []))

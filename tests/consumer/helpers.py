@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, Self
 
 from aiogroup.consumer import Consumer, ConsumerRecord
 from aiogroup.protocol.types import TopicPartition
@@ -195,7 +195,7 @@ class Reader:
         self._tasks: list[asyncio.Task[None]] = []
         self.error: BaseException | None = None
 
-    def start(self) -> Reader:
+    def start(self) -> Self:
         self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._watch())]
         return self
 

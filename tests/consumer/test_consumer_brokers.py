@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
 
 from aiogroup.consumer import (
+    ConsumerRecord,
     ConsumerStoppedError,
     NoOffsetForPartitionError,
     PollIntervalExceededError,
@@ -87,7 +89,7 @@ async def test_auto_offset_reset_policies(kafka_broker: BrokerHandle) -> None:  
         assert [r.offset for r in await read_until(c, lambda rs: len(rs) >= 10)] == list(range(10))
     async with consumer(kafka_broker, unique("g"), [topic], auto_offset_reset="none") as c:
         with pytest.raises(NoOffsetForPartitionError) as info:
-            await asyncio.wait_for(c.getmany(timeout_ms=CONVERGE_S * 1000), CONVERGE_S)
+            await asyncio.wait_for(c.getmany(timeout_ms=int(CONVERGE_S * 1000)), CONVERGE_S)
         assert info.value.partition == tp
         c.seek(tp, 4)  # the application decides where to start
         assert [r.offset for r in await read_until(c, lambda rs: len(rs) >= 6)] == list(
@@ -116,8 +118,9 @@ async def test_seek_positions_and_offset_lookups(kafka_broker: BrokerHandle) -> 
         if kafka_broker.kind != "tansu":  # Tansu's ListOffsets(latest) is off (docs/consumer.md)
             assert await c.end_offsets([tp0, tp1]) == {tp0: 30, tp1: 3}
         found = await c.offsets_for_times({tp0: before})
-        assert found[tp0] is not None and found[tp0].offset == 0
-        assert found[tp0].timestamp >= before
+        hit = found[tp0]
+        assert hit is not None and hit.offset == 0
+        assert hit.timestamp >= before
         if kafka_broker.kind != "tansu":  # Tansu answers offset 0 for a future timestamp
             future = int(time.time() * 1000) + 3_600_000
             assert (await c.offsets_for_times({tp0: future}))[tp0] is None
@@ -189,7 +192,7 @@ async def test_deserializers_and_a_failing_one(kafka_broker: BrokerHandle) -> No
         good = await read_until(c, lambda rs: len(rs) >= 2, max_records=1)
         assert [r.value for r in good] == [{"n": 0}, {"n": 1}] and good[0].key == "k0"
         with pytest.raises(RecordDeserializationError) as info:
-            await asyncio.wait_for(c.getmany(timeout_ms=CONVERGE_S * 1000), CONVERGE_S)
+            await asyncio.wait_for(c.getmany(timeout_ms=int(CONVERGE_S * 1000)), CONVERGE_S)
         assert (info.value.partition, info.value.offset) == (tp, 2)
         assert await c.position(tp) == 2  # not advanced past the bad record
         with pytest.raises(RecordDeserializationError):
@@ -355,7 +358,9 @@ async def test_cancelled_calls_lose_no_record(kafka_broker: BrokerHandle) -> Non
         i = 0
         while len(seen) < 600 and loop.time() < deadline:
             i += 1
-            call = c.getone() if i % 3 == 0 else c.getmany(timeout_ms=1000, max_records=7)
+            call: Awaitable[ConsumerRecord | dict[TopicPartition, list[ConsumerRecord]]] = (
+                c.getone() if i % 3 == 0 else c.getmany(timeout_ms=1000, max_records=7)
+            )
             task = asyncio.ensure_future(call)
             done, _ = await asyncio.wait({task}, timeout=0 if i % 2 else 0.05)
             if not done:

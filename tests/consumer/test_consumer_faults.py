@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from aiogroup.consumer import CorruptRecordError
+from aiogroup.consumer import ConsumerRecord, CorruptRecordError
 from aiogroup.protocol.types import TopicPartition
 from aiogroup.testing import EmbeddedBroker, RawClient
 from aiogroup.testing.fixtures import BrokerHandle, _embedded_config
@@ -61,7 +61,7 @@ async def test_corrupt_batch_raises_with_partition_and_offset_others_keep_flowin
     await produce_raw(broker.bootstrap, topic, 0, batch([b"a4"]))
     await produce(broker.bootstrap, topic, {1: 50})
     async with consumer(handle(broker), unique("g"), [topic], retry_backoff_ms=50) as c:
-        records = []
+        records: list[ConsumerRecord] = []
         errors: list[CorruptRecordError] = []
 
         async def read() -> None:

@@ -242,11 +242,12 @@ async def test_close_stops_at_once_where_a_hand_off_would_not_help(
     under an eager assignor or for a static member it revokes and leaves at once."""
     topic, group = unique("t"), unique("g")
     embedded_broker.create_topic(topic, 2)
-    options: dict[str, Any] = {
+    by_case: dict[str, dict[str, Any]] = {
         "opted out": {"hand_off_on_close": False},
         "eager": {"assignors": ["range"]},
         "static": {"group_instance_id": "i-1"},
-    }.get(case, {})
+    }
+    options = by_case.get(case, {})
     c = Consumer(embedded_broker.bootstrap, group, topics=[topic], session_timeout_ms=6000,
                  heartbeat_interval_ms=200, **options)  # fmt: skip
     await c.start()

@@ -153,7 +153,7 @@ def test_max_records_across_partitions_and_fairness() -> None:
     s = ready([A, B])
     (plan,) = s.plan(0.0)
     answer(s, plan, {A: batch([b"a%d" % i for i in range(4)], 0), B: batch([b"b0", b"b1"], 0)})
-    seen = []
+    seen: list[bytes] = []
     for _ in range(6):
         got = s.collect(1, 0.0)
         assert sum(map(len, got.values())) == 1

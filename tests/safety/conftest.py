@@ -88,7 +88,7 @@ def member(
 def next_changes(members: Iterable[GroupMember]) -> Iterator[list[asyncio.Future[bool]]]:
     """The next change of each of ``members``, taken now (before the caller checks anything,
     so no change is missed) and dropped on exit."""
-    changes = [asyncio.ensure_future(m.changed()) for m in members]
+    changes: list[asyncio.Future[bool]] = [asyncio.ensure_future(m.changed()) for m in members]
     try:
         yield changes
     finally:

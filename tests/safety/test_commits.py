@@ -32,7 +32,8 @@ async def test_cooperative_member_commits_while_its_join_is_held(handle: BrokerH
     release.set()
     async with member(handle, group, [topic], name="m") as m:
         await m.wait_for_assignment(BOUND)
-        peer = ScriptedPeer(handle.bootstrap, group, topic, name="peer", release=release).start()
+        peer = ScriptedPeer(handle.bootstrap, group, topic, name="peer", release=release)
+        peer.start()
         try:
             await until(
                 lambda: m.assignment and peer.owned() and m.assignment | peer.owned() == everything,

@@ -109,7 +109,8 @@ async def test_a_peer_that_keeps_claiming_what_it_was_not_assigned_stops_blockin
     topic = await new_topic(handle, 2, "handover")
     everything = all_of(topic, 2)
     lead = await leader(handle, group)
-    peer = ScriptedPeer(handle.bootstrap, group, topic, name="peer", keep_claims=True).start()
+    peer = ScriptedPeer(handle.bootstrap, group, topic, name="peer", keep_claims=True)
+    peer.start()
     b: GroupMember | None = None
     try:
         await until(lambda: peer.owned() == everything, [lead], "the peer to own the topic")
@@ -155,9 +156,9 @@ async def test_kafka_python_losing_its_partitions_while_a_member_joins(
     b: GroupMember | None = None
     try:
         await until(lambda: peer.owned() == [0, 1], [lead], "kafka-python to own the topic")
-        expelled = [
-            m.member_id for m in handle.embedded.group(group).members if m.client_id == "kpy"
-        ]
+        view = handle.embedded.group(group)
+        assert view is not None
+        expelled = [m.member_id for m in view.members if m.client_id == "kpy"]
         faults.fail("Heartbeat", 25, client_id="kpy")  # UNKNOWN_MEMBER_ID: lost, new member id
         b = member(handle, group, [topic], name="b")
         await b.start()

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from aiogroup.testing.launchers.kafka import KAFKA4_VERSION, KAFKA_VERSION
 from aiogroup.testing.tls import Pki, make_pki
-from tests.security.secured import SecuredBroker, start_embedded, start_kafka23
+from tests.security.secured import SecuredBroker, start_embedded, start_kafka
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +26,7 @@ def other_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     scope="package",
     params=[
         pytest.param("embedded", id="embedded"),
+        pytest.param("kafka4", id="kafka4", marks=pytest.mark.kafka4),
         pytest.param("kafka23", id="kafka23", marks=pytest.mark.kafka23),
     ],
 )
@@ -33,4 +35,5 @@ def secured(request: pytest.FixtureRequest, pki: Pki) -> Iterator[SecuredBroker]
     if request.param == "embedded":
         yield from start_embedded(pki)
     else:
-        yield from start_kafka23(pki)
+        version = KAFKA4_VERSION if request.param == "kafka4" else KAFKA_VERSION
+        yield from start_kafka(pki, request.param, version)

@@ -1,4 +1,5 @@
-"""The secured brokers of the security tests: the embedded one and Apache Kafka 2.3.
+"""The secured brokers of the security tests: the embedded one and Apache Kafka (4.1.1 in KRaft
+mode, and 2.3.0 with ZooKeeper).
 
 Both get the same listeners beside PLAINTEXT, each on its own port:
 
@@ -8,8 +9,8 @@ Both get the same listeners beside PLAINTEXT, each on its own port:
 * ``PLAIN_ONLY``: SASL_PLAINTEXT enabling PLAIN alone.
 
 The user ``alice`` has a PLAIN password (Kafka: in the JAAS file) and SCRAM credentials for both
-mechanisms (Kafka: created with ``kafka-configs.sh`` through ZooKeeper). Kafka 2.3 starts once
-for the package (a few seconds); without Java it is skipped with the reason (a failure under
+mechanisms (Kafka: created with its own ``kafka-configs``). Each Kafka starts once for the
+package (a few seconds); without Java it is skipped with the reason (a failure under
 ``AIOGROUP_REQUIRE_KAFKA=1``).
 """
 
@@ -112,10 +113,12 @@ def start_embedded(pki: Pki) -> Iterator[SecuredBroker]:
         yield SecuredBroker("embedded", pki, threaded.broker.ports, threaded=threaded)
 
 
-def start_kafka23(pki: Pki) -> Iterator[SecuredBroker]:
-    ok, reason = kafka_available()
+def start_kafka(pki: Pki, kind: str, version: str) -> Iterator[SecuredBroker]:
+    """Apache Kafka ``version`` with the listeners above (SCRAM users through its own tool:
+    ZooKeeper on 2.3, the admin API on KRaft)."""
+    ok, reason = kafka_available(version)
     if not ok:
-        message = f"Apache Kafka 2.3 cannot run here: {reason}"
+        message = f"Apache Kafka {version} cannot run here: {reason}"
         if os.environ.get("AIOGROUP_REQUIRE_KAFKA") == "1":
             pytest.fail(f"{message} (AIOGROUP_REQUIRE_KAFKA=1)", pytrace=False)
         pytest.skip(message)
@@ -130,7 +133,7 @@ def start_kafka23(pki: Pki) -> Iterator[SecuredBroker]:
             "listener.name.plain_only.sasl.enabled.mechanisms": "PLAIN",
         }
     )
-    with KafkaBroker(**settings) as kafka:
+    with KafkaBroker(version=version, **settings) as kafka:
         kafka.add_scram_user(USER, PASSWORD)
         kafka.create_topic(TOPIC, PARTITIONS)
-        yield SecuredBroker("kafka23", pki, kafka.ports, kafka=kafka)
+        yield SecuredBroker(kind, pki, kafka.ports, kafka=kafka)

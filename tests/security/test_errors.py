@@ -188,6 +188,6 @@ async def test_bad_security_options_are_refused_at_construction(
 
 async def test_tls_without_a_context_gets_the_default_one() -> None:
     m = GroupMember("127.0.0.1:9", "g", topics=["t"], security_protocol="SSL")
-    context = m._transport._security.options["ssl_context"]
+    context = m.transport._security.options["ssl_context"]
     assert isinstance(context, ssl.SSLContext)
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname

@@ -57,7 +57,8 @@ def test_librdkafka_reports_the_brokers_refusal(secured: SecuredBroker, mechanis
 
     errors: list[Any] = []
     config = librdkafka_config(secured, "SASL_PLAINTEXT", mechanism, password="wrong")
-    admin = AdminClient({**config, "error_cb": errors.append})
+    config["error_cb"] = errors.append
+    admin = AdminClient(config)
     deadline = time.monotonic() + 20
     while not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
         assert time.monotonic() < deadline, errors
