@@ -141,6 +141,7 @@ def _expected_modes(g: _Group, d: GroupDescription) -> dict[str, RebalanceProtoc
     return {m.client_id: g.members[m.client_id].protocol for m in d.members}
 
 
+@pytest.mark.every_broker  # the smoke subset: every live Kafka
 async def test_describe_and_watch_follow_a_rolling_upgrade(kafka_broker: BrokerHandle) -> None:  # noqa: F811
     if kafka_broker.kind == "tansu":
         pytest.skip("Tansu holds no protocol vote and returns no member metadata (next test)")

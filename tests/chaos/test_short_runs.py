@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from aiogroup.testing.fixtures import apache_kafka  # noqa: F401 - the session fixture, by name
-from aiogroup.tools.chaos.brokers import Kafka23ChaosBroker, start_broker
+from aiogroup.testing.fixtures import (  # noqa: F401 - the session fixtures, by name
+    apache_kafka,
+    apache_kafka4,
+)
+from aiogroup.tools.chaos.brokers import ApacheKafkaChaosBroker, start_broker
 from aiogroup.tools.chaos.runner import ChaosConfig, make_plan, run_once
 
 if TYPE_CHECKING:
@@ -54,7 +57,12 @@ def test_short_run_on_the_embedded_broker(seed: int, tmp_path: Path) -> None:
 
 @pytest.mark.kafka23
 def test_short_run_on_kafka23(apache_kafka: KafkaBroker, tmp_path: Path) -> None:  # noqa: F811
-    _run(Kafka23ChaosBroker(shared=apache_kafka), KAFKA23_SEED, tmp_path)
+    _run(ApacheKafkaChaosBroker(shared=apache_kafka), KAFKA23_SEED, tmp_path)
+
+
+@pytest.mark.kafka4
+def test_short_run_on_kafka4(apache_kafka4: KafkaBroker, tmp_path: Path) -> None:  # noqa: F811
+    _run(ApacheKafkaChaosBroker(shared=apache_kafka4), KAFKA23_SEED, tmp_path)
 
 
 def test_the_plans_are_what_the_seeds_promise() -> None:

@@ -18,7 +18,7 @@ import pytest
 from .engine import KINDS, REFERENCE, Conformance, Result, compare, diff_keys
 from .scenarios import SCENARIOS
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.every_broker]
 
 _MARKS = {
     "kafka23": [pytest.mark.kafka23],

@@ -44,6 +44,7 @@ pytestmark = pytest.mark.timeout(180)
 TP = TopicPartition
 
 
+@pytest.mark.every_broker  # the smoke subset: every live Kafka
 async def test_reads_every_record_commits_and_restarts_from_the_commit(
     kafka_broker: BrokerHandle,  # noqa: F811
 ) -> None:
@@ -160,6 +161,7 @@ async def test_pause_and_resume(kafka_broker: BrokerHandle) -> None:  # noqa: F8
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.every_broker  # the smoke subset: every live Kafka
 async def test_compressed_records(kafka_broker: BrokerHandle, codec: str) -> None:  # noqa: F811
     topic = unique("t")
     make_topic(kafka_broker, topic, 1)
@@ -315,6 +317,7 @@ async def test_subscribe_pattern_and_unsubscribe(kafka_broker: BrokerHandle) -> 
         assert await c.getmany(timeout_ms=100) == {}
 
 
+@pytest.mark.every_broker  # the smoke subset: every live Kafka
 async def test_incremental_fetch_sessions_where_the_broker_has_them(
     kafka_broker: BrokerHandle,  # noqa: F811
 ) -> None:

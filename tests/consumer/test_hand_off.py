@@ -83,6 +83,7 @@ class IterReader(Reader):
 
 
 @pytest.mark.parametrize("how", ["hand_off", "close"])
+@pytest.mark.every_broker  # the smoke subset: every live Kafka
 async def test_hand_off_keeps_reading_until_the_round_that_moves_the_partitions(
     kafka_broker: BrokerHandle,  # noqa: F811
     how: str,

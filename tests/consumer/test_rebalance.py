@@ -46,6 +46,7 @@ def _window(reader: Reader, since: float) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("protocol", ["cooperative", "eager"])
+@pytest.mark.every_broker  # the smoke subset: every live Kafka
 async def test_records_during_a_rebalance(
     kafka_broker: BrokerHandle,  # noqa: F811
     protocol: str,

@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from aiogroup.testing.fixtures import apache_kafka  # noqa: F401 - the session fixture, by name
-from aiogroup.tools.chaos.brokers import Kafka23ChaosBroker, start_broker
+from aiogroup.testing.fixtures import (  # noqa: F401 - the session fixtures, by name
+    apache_kafka,
+    apache_kafka4,
+)
+from aiogroup.tools.chaos.brokers import ApacheKafkaChaosBroker, start_broker
 from aiogroup.tools.chaos.runner import ChaosConfig, make_plan, run_once
 
 if TYPE_CHECKING:
@@ -54,6 +57,16 @@ def _run(broker: ChaosBroker, seed: int, out: Path, *, clean: bool) -> None:
     assert verdict.converged or verdict.waiting, report
 
 
+@pytest.mark.kafka4
+def test_short_run_with_java_and_franz_go_on_kafka4(
+    apache_kafka4: KafkaBroker,  # noqa: F811
+    java_peer: list[str],
+    franz_go_peer: list[str],
+    tmp_path: Path,
+) -> None:
+    _run(ApacheKafkaChaosBroker(shared=apache_kafka4), KAFKA23_SEED, tmp_path, clean=True)
+
+
 @pytest.mark.kafka23
 def test_short_run_with_java_and_franz_go_on_kafka23(
     apache_kafka: KafkaBroker,  # noqa: F811
@@ -61,7 +74,7 @@ def test_short_run_with_java_and_franz_go_on_kafka23(
     franz_go_peer: list[str],
     tmp_path: Path,
 ) -> None:
-    _run(Kafka23ChaosBroker(shared=apache_kafka), KAFKA23_SEED, tmp_path, clean=True)
+    _run(ApacheKafkaChaosBroker(shared=apache_kafka), KAFKA23_SEED, tmp_path, clean=True)
 
 
 def test_short_run_with_java_and_franz_go_on_the_embedded_broker(

@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.peers, pytest.mark.timeout(400)]
 
 BROKERS = [
     pytest.param("embedded", id="embedded"),
+    pytest.param("kafka4", id="kafka4", marks=pytest.mark.kafka4),
     pytest.param("kafka23", id="kafka23", marks=pytest.mark.kafka23),
 ]
 
@@ -38,6 +39,7 @@ def _judge(g: MemberGroup, codes: dict[str, int]) -> None:
 
 
 @pytest.mark.parametrize("kafka_broker", BROKERS, indirect=True)
+@pytest.mark.every_broker  # the smoke subset: every live Kafka
 def test_a_cooperative_group_of_aiogroup_java_and_franz_go(
     kafka_broker: BrokerHandle, java_peer: list[str], franz_go_peer: list[str], tmp_path: Path
 ) -> None:

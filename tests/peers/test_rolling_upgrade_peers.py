@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.peers, pytest.mark.timeout(400)]
 
 BROKERS = [
     pytest.param("embedded", id="embedded"),
+    pytest.param("kafka4", id="kafka4", marks=pytest.mark.kafka4),
     pytest.param("kafka23", id="kafka23", marks=pytest.mark.kafka23),
 ]
 RANGE = ("range",)

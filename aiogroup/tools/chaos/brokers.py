@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BROKERS", "ChaosBroker", "start_broker"]
 
-BROKERS = ("embedded", "kafka23", "tansu")
+BROKERS = ("embedded", "kafka23", "kafka4", "tansu")
 
 
 class ChaosBroker(Protocol):
@@ -214,16 +214,20 @@ class _ServerLog:
         return out
 
 
-class Kafka23ChaosBroker:
-    kind = "kafka23"
+class ApacheKafkaChaosBroker:
+    """Apache Kafka on the local JVM: 2.3.0 (``kind`` ``kafka23``) or 4.x (``kafka4``)."""
+
     can_restart = True
     can_cut = True
 
-    def __init__(self, shared: KafkaBroker | None = None) -> None:
-        """Our own Kafka 2.3 behind the proxy; or, with ``shared``, a broker someone else
-        runs (a test session's): members connect to it directly, and the runner neither
-        restarts it nor cuts connections."""
-        from aiogroup.testing.launchers.kafka import KafkaBroker
+    def __init__(self, shared: KafkaBroker | None = None, *, version: str | None = None) -> None:
+        """Our own Kafka ``version`` (default 2.3.0) behind the proxy; or, with ``shared``, a
+        broker someone else runs (a test session's): members connect to it directly, and the
+        runner neither restarts it nor cuts connections."""
+        from aiogroup.testing.launchers.kafka import KAFKA_VERSION, KafkaBroker
+
+        version = shared.version if shared is not None else (version or KAFKA_VERSION)
+        self.kind = "kafka23" if version.startswith("2.") else "kafka4"
 
         self.proxy: CuttingProxy | None = None
         if shared is not None:
@@ -234,7 +238,8 @@ class Kafka23ChaosBroker:
             real = free_port()
             self.proxy = CuttingProxy("127.0.0.1", real).start()
             self.kafka = KafkaBroker(
-                config={"advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.proxy.port}"}
+                version=version,
+                config={"advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.proxy.port}"},
             )
             self.kafka.listeners[0].port = real
             try:
@@ -253,12 +258,12 @@ class Kafka23ChaosBroker:
 
     def restart(self) -> None:
         if not self.can_restart:
-            raise NotImplementedError("a shared Kafka 2.3 is not restarted by the chaos runner")
+            raise NotImplementedError("a shared Kafka is not restarted by the chaos runner")
         self.kafka.restart_broker()
 
     def cut(self, client_id: str) -> int:
         if self.proxy is None:
-            raise NotImplementedError("no proxy in front of a shared Kafka 2.3")
+            raise NotImplementedError("no proxy in front of a shared Kafka")
         return self.proxy.cut(client_id)
 
     def truth(self, group: str) -> list[dict[str, Any]]:
@@ -330,7 +335,11 @@ def start_broker(kind: str) -> ChaosBroker:
     if kind == "embedded":
         return EmbeddedChaosBroker()
     if kind == "kafka23":
-        return Kafka23ChaosBroker()
+        return ApacheKafkaChaosBroker()
+    if kind == "kafka4":
+        from aiogroup.testing.launchers.kafka import KAFKA4_VERSION
+
+        return ApacheKafkaChaosBroker(version=KAFKA4_VERSION)
     if kind == "tansu":
         return TansuChaosBroker()
     raise ValueError(f"unknown broker {kind!r}; expected one of {BROKERS}")
