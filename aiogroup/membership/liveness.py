@@ -1,6 +1,6 @@
 """Liveness: the session a member proves to the coordinator and the heartbeats that keep it.
 
-A part of :class:`~aiogroup.membership.machine.GroupMember` with its own state, usable on
+A part of :class:`~aiogroup.membership.machine.MembershipMachine` with its own state, usable on
 its own (``tests/membership/test_parts.py``). Like the machine it never reads a clock: every
 method takes the ``now`` it needs. Two rules live here:
 

@@ -1,6 +1,6 @@
 """The sans-I/O KIP-429 group member: events in, actions out, ``now`` passed in.
 
-See :mod:`aiogroup.membership` for how a driver uses it. :class:`GroupMember` keeps the
+See :mod:`aiogroup.membership` for how a driver uses it. :class:`MembershipMachine` keeps the
 state table (:mod:`~aiogroup.membership.states`: which state accepts which event, which request
 each response answers, which state may follow which) and routes each event; the rest is in
 parts that each own their state, as aioquic's connection owns its loss recovery and pacer:
@@ -48,12 +48,12 @@ from aiogroup.membership.errors import AssignorError, RebalanceCallbackError
 from aiogroup.membership.interest import Interest
 from aiogroup.membership.leader import (
     FOLLOW_UP,
-    FOLLOW_UP_MAX_MEMBERS,
-    HAND_OFF_AWARE,
     Leadership,
     announce_hand_off_aware,
     leader_marks,
 )
+from aiogroup.membership.leader import FOLLOW_UP_MAX_MEMBERS as FOLLOW_UP_MAX_MEMBERS
+from aiogroup.membership.leader import HAND_OFF_AWARE as HAND_OFF_AWARE
 from aiogroup.membership.leaving import Leaving
 from aiogroup.membership.liveness import Liveness
 from aiogroup.membership.ownership import Ownership
@@ -83,13 +83,9 @@ from aiogroup.protocol import (
 )
 from aiogroup.protocol.types import NO_GENERATION
 
-__all__ = [
-    "FOLLOW_UP",
-    "FOLLOW_UP_MAX_MEMBERS",
-    "HAND_OFF_AWARE",
-    "GroupMember",
-    "MemberConfig",
-]
+# (FOLLOW_UP, FOLLOW_UP_MAX_MEMBERS and HAND_OFF_AWARE, the leader's marks, are importable from
+# here as before; they are defined and documented in leader.py.)
+__all__ = ["GroupMember", "MemberConfig", "MembershipMachine"]
 
 log = logging.getLogger("aiogroup.membership")
 
@@ -115,11 +111,12 @@ _NO_ADVANCE = QUIET | REBALANCING
 Out = list[act.Action]
 
 
-class GroupMember:
+class MembershipMachine:
     """One member of a classic consumer group, as a state machine (KIP-429, KIP-70, KIP-345).
 
     Drive it with :meth:`handle` (events), :meth:`handle_timer` (at :meth:`next_deadline`) and
-    :meth:`commit`; carry out the actions they return, in order.
+    :meth:`commit`; carry out the actions they return, in order. (Named ``GroupMember`` up to
+    0.1.0; that name stays an alias for one release.)
     """
 
     def __init__(self, config: MemberConfig, *, metrics: MetricsSink | None = None) -> None:
@@ -1218,11 +1215,11 @@ class GroupMember:
         out.append(act.RaiseToUser(wrapped))
 
 
-M = GroupMember
+M = MembershipMachine
 
 #: Which handler takes each event (user events are checked against ACCEPTED_EVENTS first,
 #: responses against the request the machine waits for, see ANSWERS).
-_HANDLERS: dict[type[ev.Event], Callable[[GroupMember, Any, float, Out], None]] = {
+_HANDLERS: dict[type[ev.Event], Callable[[MembershipMachine, Any, float, Out], None]] = {
     ev.SubscriptionChanged: M._on_subscription_changed,
     ev.UnsubscribeRequested: M._on_unsubscribe,
     ev.CloseRequested: M._on_close,
@@ -1241,6 +1238,11 @@ _HANDLERS: dict[type[ev.Event], Callable[[GroupMember, Any, float, Out], None]] 
     ev.CommitFailed: M._on_commit_failed,
     ev.CallbacksFinished: M._on_callbacks_finished,
 }
+
+#: The machine's name up to 0.1.0, kept as an alias for one release: the same class as
+#: :class:`MembershipMachine` (the asyncio driver :class:`aiogroup.client.GroupMember` keeps its
+#: name).
+GroupMember = MembershipMachine
 
 # bench/bench_leader.py times the leader's phases as the machine runs them.
 _announce_hand_off_aware = announce_hand_off_aware
