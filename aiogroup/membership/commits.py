@@ -19,18 +19,31 @@ from dataclasses import dataclass
 from typing import Literal
 
 from aiogroup.errors import (
+    AiogroupError,
     CommitFailedError,
+    CoordinatorNotAvailableError,
     FencedInstanceIdError,
     IllegalGenerationError,
     KafkaError,
+    LocalProtocolError,
     PartitionNotAssignedError,
     RebalanceInProgressError,
     UnknownMemberIdError,
     error_for_code,
 )
+from aiogroup.membership.states import REBALANCING, MemberState
 from aiogroup.protocol import TopicPartition
 
-__all__ = ["CommitPurpose", "Commits", "PendingCommit", "commit_error", "refuse_unowned"]
+__all__ = [
+    "CommitPurpose",
+    "Commits",
+    "PendingCommit",
+    "commit_error",
+    "refuse_commit",
+    "refuse_unowned",
+]
+
+S = MemberState
 
 CommitPurpose = Literal["user", "prepare", "leave"]
 
@@ -132,6 +145,48 @@ def commit_error(code: int, *, during_join: bool) -> KafkaError:
     if code == _REBALANCE_IN_PROGRESS:
         return RebalanceInProgressError("commit failed: the group is rebalancing")
     return error_for_code(code)
+
+
+def refuse_commit(
+    state: MemberState,
+    *,
+    cooperative: bool,
+    in_generation: bool,
+    joined: bool,
+    coordinator_known: bool,
+    fatal_error: AiogroupError | None = None,
+) -> None:
+    """Raise where the coordinator would refuse a commit of a member in ``state`` (see
+    :meth:`MembershipMachine.commit <aiogroup.membership.machine.MembershipMachine.commit>`):
+    ``in_generation``, it holds a member id and generation; ``joined``, it has its assignment.
+    """
+    if state is S.CLOSED:
+        raise LocalProtocolError("commit on a closed member")
+    if state is S.FATAL:
+        raise CommitFailedError("the member failed fatally") from fatal_error
+    if state in (S.AWAITING_METADATA, S.AWAITING_SYNC):
+        # We hold the JoinGroup answer of generation_id but not its assignment: the group
+        # is CompletingRebalance, where the coordinator answers REBALANCE_IN_PROGRESS.
+        raise RebalanceInProgressError(
+            "commit cannot be completed before this member has its assignment "
+            "(SyncGroup in flight); retry after it completes"
+        )
+    if cooperative and in_generation:
+        # KIP-429: it still owns its partitions while it rejoins.
+        if not coordinator_known:
+            raise CoordinatorNotAvailableError("the group coordinator is not known yet")
+        return
+    active = joined and in_generation
+    if state in REBALANCING or (not active and state is S.PREPARING):
+        raise RebalanceInProgressError(
+            "commit cannot be completed: the group is rebalancing; retry after it completes"
+        )
+    if not active:
+        raise CommitFailedError(
+            "commit cannot be completed: the member is not part of an active group"
+        )
+    if not coordinator_known:
+        raise CoordinatorNotAvailableError("the group coordinator is not known yet")
 
 
 def refuse_unowned(

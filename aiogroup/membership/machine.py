@@ -11,7 +11,8 @@ parts that each own their state, as aioquic's connection owns its loss recovery 
   heartbeat schedule;
 - :class:`~aiogroup.membership.leader.Leadership`: the leader's rounds and what it withheld;
 - :class:`~aiogroup.membership.leaving.Leaving`: a leave, a close that waits, a hand-off;
-- :class:`~aiogroup.membership.commits.Commits`: the commits in flight.
+- :class:`~aiogroup.membership.commits.Commits`: the commits in flight;
+- :class:`~aiogroup.membership.requests.Requests`: the request actions and the tokens awaited.
 
 Rules carry the KIP-429 step they come from (1a-1e before JoinGroup, 2a-2f on the leader, 3a-3d
 after SyncGroup) or the KAFKA issue that taught them.
@@ -41,7 +42,14 @@ from aiogroup.errors import (
 )
 from aiogroup.membership import actions as act
 from aiogroup.membership import events as ev
-from aiogroup.membership.commits import CommitPurpose, Commits, commit_error, refuse_unowned
+from aiogroup.membership.commits import (
+    CommitPurpose,
+    Commits,
+    PendingCommit,
+    commit_error,
+    refuse_commit,
+    refuse_unowned,
+)
 from aiogroup.membership.config import MemberConfig
 from aiogroup.membership.deltas import LeaderPlan, existing_partitions
 from aiogroup.membership.errors import AssignorError, RebalanceCallbackError
@@ -57,6 +65,7 @@ from aiogroup.membership.leader import HAND_OFF_AWARE as HAND_OFF_AWARE
 from aiogroup.membership.leaving import Leaving
 from aiogroup.membership.liveness import Liveness
 from aiogroup.membership.ownership import Ownership
+from aiogroup.membership.requests import Requests
 from aiogroup.membership.selection import select_protocol
 from aiogroup.membership.states import (
     ACCEPTED_EVENTS,
@@ -74,11 +83,8 @@ from aiogroup.membership.states import (
 from aiogroup.metrics import FAILED_REBALANCE, REBALANCE_LATENCY, MetricsSink, NullMetrics
 from aiogroup.protocol import (
     Assignment,
-    Subscription,
     TopicPartition,
     decode_assignment,
-    encode_subscription,
-    group_by_topic,
     to_topic_partitions,
 )
 from aiogroup.protocol.types import NO_GENERATION
@@ -131,17 +137,15 @@ class MembershipMachine:
         self.protocol_name: str | None = None
         self.coordinator_id: int | None = None
         self.fatal_error: AiogroupError | None = None
-        #: The JoinGroup was answered and the SyncGroup gave an assignment (a generation's
-        #: member), for ``_joined_topics``.
+        #: The last SyncGroup gave this member its assignment (False from the next JoinGroup).
         self._joined = False
+        #: The topics the last JoinGroup subscribed to (a change asks for a rejoin).
         self._joined_topics: frozenset[str] | None = None
         self._rejoin_needed = False
         self._rejoin_reason = ""
         self._retry_at: float | None = None
         self._rebalance_start: float | None = None
-        self._next_token = 0
-        #: The token of the request of each kind the machine waits for (commits: see _commits).
-        self._waiting: dict[Request, int] = {}
+        self._requests = Requests(config)
         self._interest = Interest(
             group_id=config.group_id,
             retry_backoff_ms=config.retry_backoff_ms,
@@ -255,7 +259,7 @@ class MembershipMachine:
         if self._interest.refresh_at is not None:
             deadlines.append(self._interest.refresh_at)
         if self._heartbeat_enabled():
-            if R.HEARTBEAT not in self._waiting:
+            if not self._requests.waiting(R.HEARTBEAT):
                 deadlines.append(self._live.heartbeat_due())
             deadlines.append(self._live.session_expiry())
         lapse = self._live.lapse_to_note()
@@ -285,10 +289,10 @@ class MembershipMachine:
                 raise LocalProtocolError(
                     f"{kind.__name__} not accepted in state {self._state.name}"
                 )
-        elif request is not R.COMMIT:  # (commits: many in flight, see _on_commit_*)
-            if self._waiting.get(request) != getattr(event, "token", None):
-                return []  # stale (KAFKA-13406)
-            del self._waiting[request]
+        elif request is not R.COMMIT and not self._requests.answered(
+            request, getattr(event, "token", None)
+        ):
+            return []  # stale (KAFKA-13406); commits: many in flight, see _on_commit_*
         out: Out = []
         _HANDLERS[kind](self, event, now, out)
         return out
@@ -318,7 +322,7 @@ class MembershipMachine:
                 log.info("session timeout expired without heartbeat response")
                 self._coordinator_lost(now, out)
                 return out
-            if R.HEARTBEAT not in self._waiting and now >= self._live.heartbeat_due():
+            if not self._requests.waiting(R.HEARTBEAT) and now >= self._live.heartbeat_due():
                 self._send_heartbeat(now, out)
         if self._retry_at is not None and now >= self._retry_at:
             self._retry_at = None
@@ -345,47 +349,22 @@ class MembershipMachine:
         coordinator is unknown. Offsets of partitions not owned raise
         PartitionNotAssignedError. See ``docs/safety.md``.
         """
-        if self._state is S.CLOSED:
-            raise LocalProtocolError("commit on a closed member")
-        if self._state is S.FATAL:
-            raise CommitFailedError("the member failed fatally") from self.fatal_error
+        cooperative = self.protocol is RebalanceProtocol.COOPERATIVE
         in_generation = self.generation_id >= 0 and bool(self.member_id)
-        if self._state in (S.AWAITING_METADATA, S.AWAITING_SYNC):
-            # We hold the JoinGroup answer of generation_id but not its assignment: the group
-            # is CompletingRebalance, where the coordinator answers REBALANCE_IN_PROGRESS.
-            raise RebalanceInProgressError(
-                "commit cannot be completed before this member has its assignment "
-                "(SyncGroup in flight); retry after it completes"
-            )
-        if self.protocol is RebalanceProtocol.COOPERATIVE and in_generation:
-            if self.coordinator_id is None:
-                raise CoordinatorNotAvailableError("the group coordinator is not known yet")
-            refuse_unowned(offsets, self._own.owned)
-            return self._commit_action(offsets, "user", during_join=R.JOIN_GROUP in self._waiting)
-        active = self._joined and in_generation
-        if self._state in REBALANCING or (not active and self._state is S.PREPARING):
-            raise RebalanceInProgressError(
-                "commit cannot be completed: the group is rebalancing; retry after it completes"
-            )
-        if not active:
-            raise CommitFailedError(
-                "commit cannot be completed: the member is not part of an active group"
-            )
-        if self.coordinator_id is None:
-            raise CoordinatorNotAvailableError("the group coordinator is not known yet")
+        refuse_commit(
+            self._state,
+            cooperative=cooperative,
+            in_generation=in_generation,
+            joined=self._joined,
+            coordinator_known=self.coordinator_id is not None,
+            fatal_error=self.fatal_error,
+        )
         refuse_unowned(offsets, self._own.owned)
-        return self._commit_action(offsets, "user")
+        # A cooperative member commits beside its held JoinGroup (CommitOffsets.during_join).
+        during_join = cooperative and in_generation and self._requests.waiting(R.JOIN_GROUP)
+        return self._commit_action(offsets, "user", during_join=during_join)
 
     # -- helpers -----------------------------------------------------------------------------------
-
-    def _token(self) -> int:
-        self._next_token += 1
-        return self._next_token
-
-    def _send(self, request: Request) -> int:
-        """A token for a request of this kind, now the one the machine waits for."""
-        token = self._waiting[request] = self._token()
-        return token
 
     def _goto(self, new: MemberState) -> None:
         if new is self._state:
@@ -439,24 +418,18 @@ class MembershipMachine:
         during_join: bool = False,
         awaited: bool = False,
     ) -> act.CommitOffsets:
-        token = self._token()
+        action = self._requests.commit(
+            self.member_id, self.generation_id, offsets, during_join=during_join
+        )
         self._commits.add(
-            token,
+            action.token,
             self.member_id,
             self.generation_id,
             purpose,
             during_join=during_join,
             awaited=awaited,
         )
-        return act.CommitOffsets(
-            token=token,
-            group_id=self.config.group_id,
-            member_id=self.member_id,
-            generation_id=self.generation_id,
-            group_instance_id=self.config.group_instance_id,
-            offsets=None if offsets is None else dict(offsets),
-            during_join=during_join,
-        )
+        return action
 
     def _callbacks(
         self,
@@ -467,11 +440,10 @@ class MembershipMachine:
         lost: frozenset[TopicPartition] = frozenset(),
     ) -> None:
         out.append(
-            act.InvokeCallbacks(
-                token=self._send(R.CALLBACKS),
-                protocol=self.protocol,
-                generation_id=self.generation_id,
-                member_id=self.member_id,
+            self._requests.callbacks(
+                self.protocol,
+                self.member_id,
+                self.generation_id,
                 revoked=revoked,
                 assigned=assigned,
                 lost=lost,
@@ -499,7 +471,7 @@ class MembershipMachine:
             self.member_id = ""
         self.leader_id = ""
         self._joined = False
-        self._waiting.pop(R.HEARTBEAT, None)
+        self._requests.abandon(R.HEARTBEAT)
         self._live.forget_proof()
         self._leader.forget()
         self._own.generation_reset()
@@ -509,7 +481,7 @@ class MembershipMachine:
         self.fatal_error = error
         self._live.forget_proof()
         self._leader.forget()
-        self._waiting.clear()
+        self._requests.abandon_all()
         self._retry_at = None
         for token, _ in self._commits.drain():
             out.append(act.ResolveCommit(token, CommitFailedError(str(error))))
@@ -529,11 +501,8 @@ class MembershipMachine:
         self._live.coordinator_lost()
         if self._state in REBALANCING:
             self._goto(S.DISCOVERING)
-        self._waiting.pop(R.FIND_COORDINATOR, None)
-        self._waiting.pop(R.HEARTBEAT, None)
-        joining = self._waiting.pop(R.JOIN_GROUP, None)
-        syncing = self._waiting.pop(R.SYNC_GROUP, None)
-        if joining is not None or syncing is not None:
+        self._requests.abandon(R.FIND_COORDINATOR, R.HEARTBEAT)
+        if self._requests.abandon(R.JOIN_GROUP, R.SYNC_GROUP):
             self._request_rejoin("coordinator lost during a rebalance")
         for token, pending in self._commits.drain():
             out.append(act.ResolveCommit(token, CoordinatorNotAvailableError()))
@@ -553,7 +522,7 @@ class MembershipMachine:
         if self._state in _NO_ADVANCE:
             return
         if self._state in CALLBACK_STATES and (
-            R.CALLBACKS in self._waiting or self._commits.awaiting("prepare")
+            self._requests.waiting(R.CALLBACKS) or self._commits.awaiting("prepare")
         ):
             return
         if self._leave_due():
@@ -564,12 +533,11 @@ class MembershipMachine:
             return
         if self.coordinator_id is None:
             self._goto(S.DISCOVERING)
-            if R.FIND_COORDINATOR not in self._waiting and (
+            if not self._requests.waiting(R.FIND_COORDINATOR) and (
                 self._retry_at is None or now >= self._retry_at
             ):
                 self._retry_at = None
-                token = self._send(R.FIND_COORDINATOR)
-                out.append(act.FindCoordinator(token, self.config.group_id))
+                out.append(self._requests.find_coordinator())
             return
         if self._interest.awaits_pattern_metadata:
             # A regex subscription needs metadata to know its topics before joining.
@@ -603,7 +571,7 @@ class MembershipMachine:
             self._rebalance_start = now
         self._request_rejoin(self._rejoin_reason or "joining")
         self._goto(S.PREPARING)
-        if R.CALLBACKS in self._waiting or self._commits.awaiting("prepare"):
+        if self._requests.waiting(R.CALLBACKS) or self._commits.awaiting("prepare"):
             return  # a step of the preparation is in flight; its completion resumes here
         if self._leave_due():
             self._start_leave(now, out, close=True)  # a close waited for this point
@@ -648,73 +616,34 @@ class MembershipMachine:
         if self._leaving.join_sent():
             topics = frozenset()  # a hand-off: subscribe to nothing, claim what we own
         cooperative = self.protocol is RebalanceProtocol.COOPERATIVE
-        owned_by_topic = group_by_topic(self._own.owned if cooperative else frozenset())
-        protocols: list[tuple[str, bytes]] = []
-        for assignor in self.config.assignors:
-            sub = Subscription(
-                topics=sorted(topics),
-                user_data=assignor.subscription_user_data(topics),
-                owned_partitions=owned_by_topic,
-                generation_id=self.generation_id,
-                rack_id=self.config.rack_id,
-            )
-            protocols.append(
-                (assignor.name, encode_subscription(sub, self.config.subscription_version))
-            )
-        token = self._send(R.JOIN_GROUP)
-        self._waiting.pop(R.HEARTBEAT, None)  # an answer from the old generation is stale now
+        action = self._requests.join_group(
+            self.member_id,
+            self.generation_id,
+            topics=topics,
+            owned=self._own.owned if cooperative else frozenset(),
+            reason=self._rejoin_reason,
+        )
+        self._requests.abandon(R.HEARTBEAT)  # an answer from the old generation is stale now
         self._joined = False
         self._joined_topics = topics
-        reason = self._rejoin_reason
         self._rejoin_needed = False
         self._rejoin_reason = ""
         self._commits.prepared = False
         self._live.join_sent(now)
         self._goto(S.JOINING)
-        out.append(
-            act.SendJoinGroup(
-                token=token,
-                group_id=self.config.group_id,
-                member_id=self.member_id,
-                generation_id=self.generation_id,
-                group_instance_id=self.config.group_instance_id,
-                session_timeout_ms=self.config.session_timeout_ms,
-                rebalance_timeout_ms=self.config.rebalance_timeout_ms,
-                protocol_type=self.config.protocol_type,
-                protocols=tuple(protocols),
-                reason=reason,
-            )
-        )
+        out.append(action)
 
     def _send_sync(self, now: float, out: Out, assignments: tuple[tuple[str, bytes], ...]) -> None:
-        token = self._send(R.SYNC_GROUP)
+        action = self._requests.sync_group(
+            self.member_id, self.generation_id, self.protocol_name or "", assignments
+        )
         self._live.sync_sent(now)
         self._goto(S.AWAITING_SYNC)
-        out.append(
-            act.SendSyncGroup(
-                token=token,
-                group_id=self.config.group_id,
-                member_id=self.member_id,
-                generation_id=self.generation_id,
-                group_instance_id=self.config.group_instance_id,
-                protocol_type=self.config.protocol_type,
-                protocol_name=self.protocol_name or "",
-                assignments=assignments,
-            )
-        )
+        out.append(action)
 
     def _send_heartbeat(self, now: float, out: Out) -> None:
-        token = self._send(R.HEARTBEAT)
+        out.append(self._requests.heartbeat(self.member_id, self.generation_id))
         self._live.heartbeat_sent(now)
-        out.append(
-            act.SendHeartbeat(
-                token=token,
-                group_id=self.config.group_id,
-                member_id=self.member_id,
-                generation_id=self.generation_id,
-                group_instance_id=self.config.group_instance_id,
-            )
-        )
 
     def _leader_assign(self, now: float, out: Out) -> None:
         """KIP-429 2a-2f on the leader."""
@@ -758,7 +687,7 @@ class MembershipMachine:
         added = rec.assigned if self.protocol is RebalanceProtocol.EAGER else rec.added
         self._callbacks(out, assigned=added)
 
-    def _after_commit(self, token: int, pending: Any, now: float, out: Out) -> None:
+    def _after_commit(self, token: int, pending: PendingCommit, now: float, out: Out) -> None:
         """A commit is over: the step that awaited it goes on."""
         purpose = self._commits.settled(token, pending)
         if purpose == "prepare" and self._state is S.PREPARING:
@@ -792,8 +721,9 @@ class MembershipMachine:
     ) -> None:
         self._leaving.start(close=close, lost=lost, reason=reason)
         self._interest.refresh_at = None
-        for request in (R.FIND_COORDINATOR, R.JOIN_GROUP, R.SYNC_GROUP, R.HEARTBEAT, R.CALLBACKS):
-            self._waiting.pop(request, None)
+        self._requests.abandon(
+            R.FIND_COORDINATOR, R.JOIN_GROUP, R.SYNC_GROUP, R.HEARTBEAT, R.CALLBACKS
+        )
         self._retry_at = None
         self._commits.stop_awaiting("prepare")
         self._own.abandon()
@@ -832,22 +762,14 @@ class MembershipMachine:
             and self.member_id
             and self.coordinator_id is not None
         ):
-            out.append(
-                act.SendLeaveGroup(
-                    token=self._send(R.LEAVE_GROUP),
-                    group_id=self.config.group_id,
-                    member_id=self.member_id,
-                    generation_id=self.generation_id,
-                    group_instance_id=self.config.group_instance_id,
-                    reason=self._leaving.request_reason(),
-                )
-            )
+            reason = self._leaving.request_reason()
+            out.append(self._requests.leave_group(self.member_id, self.generation_id, reason))
             return
         self._finish_leave(out)
 
     def _finish_leave(self, out: Out) -> None:
         self._leaving.finished()
-        self._waiting.pop(R.LEAVE_GROUP, None)
+        self._requests.abandon(R.LEAVE_GROUP)
         self.generation_id = NO_GENERATION
         self.leader_id = ""
         self.member_id = ""  # as Java's resetGenerationOnLeaveGroup, static members included
@@ -1075,7 +997,7 @@ class MembershipMachine:
             return
         if code in _COORDINATOR_MOVED:
             self.coordinator_id = None
-            self._waiting.pop(R.HEARTBEAT, None)
+            self._requests.abandon(R.HEARTBEAT)
         elif code == UNKNOWN_MEMBER_ID:
             self._reset_generation(reset_member_id=True, reason=f"{api}: UNKNOWN_MEMBER_ID")
         elif code == ILLEGAL_GENERATION:
