@@ -1,7 +1,7 @@
 """Commits in flight: who sent each, for what, and what a broker's refusal means to the caller.
 
 A part of :class:`~aiogroup.membership.machine.MembershipMachine` with its own state, usable on
-its own (``tests/membership/test_parts.py``). The machine stamps each commit with the
+its own (``tests/membership/parts/``). The machine stamps each commit with the
 ``(member_id, generation_id)`` it is sent with and a purpose: the user's, the auto-commit
 before a join (``prepare``, KIP-429 1a and Java's ``onJoinPrepare``) or before a leave
 (``leave``, KIP-70). The machine waits for the answer of some of them before going on (an

@@ -1,7 +1,7 @@
 """Interest: the topics a member subscribes to, the metadata it knows, the topics it misses.
 
 A part of :class:`~aiogroup.membership.machine.MembershipMachine` with its own state, usable on
-its own (``tests/membership/test_parts.py``). A subscription is a list of topics or a regular
+its own (``tests/membership/parts/``). A subscription is a list of topics or a regular
 expression matched (``fullmatch``) against the topics in metadata (KIP-70: both behave alike).
 Topics the member asked metadata for and the answer lacked are refreshed with an exponential
 backoff until they appear (KIP-580), each missing subscribed topic warned about once.

@@ -1,7 +1,7 @@
 """The leader's rounds: assigning (KIP-429 2a-2f), withholding, and what a leader remembers.
 
 A part of :class:`~aiogroup.membership.machine.MembershipMachine` with its own state, usable on
-its own (``tests/membership/test_parts.py``). :class:`Leadership` takes the members of a
+its own (``tests/membership/parts/``). :class:`Leadership` takes the members of a
 JoinGroup answer, plans the round's assignments with the assignor and
 :func:`~aiogroup.membership.deltas.leader_plan`, and remembers the partitions it withheld
 because a member still claimed them (2d), so that they are always given out

@@ -1,7 +1,7 @@
 """Leaving: a close or unsubscribe under way, a close that waits, and the hand-off before it.
 
 A part of :class:`~aiogroup.membership.machine.MembershipMachine` with its own state, usable on
-its own (``tests/membership/test_parts.py``). The machine carries the leave out (commit,
+its own (``tests/membership/parts/``). The machine carries the leave out (commit,
 callbacks, LeaveGroup, KIP-70); :class:`Leaving` holds what the leave is (a close or an
 unsubscribe, partitions revoked or lost, the reason), and decides for a close that waits:
 

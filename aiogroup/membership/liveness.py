@@ -1,7 +1,7 @@
 """Liveness: the session a member proves to the coordinator and the heartbeats that keep it.
 
 A part of :class:`~aiogroup.membership.machine.MembershipMachine` with its own state, usable on
-its own (``tests/membership/test_parts.py``). Like the machine it never reads a clock: every
+its own (``tests/membership/parts/``). Like the machine it never reads a clock: every
 method takes the ``now`` it needs. Two rules live here:
 
 - **KAFKA-7026, acting only within a proven session.** The coordinator restarts a member's

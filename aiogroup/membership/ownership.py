@@ -1,7 +1,7 @@
 """Ownership: the partitions a member owns, and those it is giving up (KIP-429 1a-1d, 3a-3d).
 
 A part of :class:`~aiogroup.membership.machine.MembershipMachine` with its own state, usable on
-its own (``tests/membership/test_parts.py``). Partitions leave a member in two ways, always
+its own (``tests/membership/parts/``). Partitions leave a member in two ways, always
 through the listener first: *revoked* (given up in order: the member may still commit them in
 its callback) or *lost* (already someone else's: a reset generation, a vanished topic, a
 fatal error). Until the callback returns they stay in :attr:`Ownership.owned` but are no

@@ -1,7 +1,7 @@
 """Requests: what a member sends, and which of them it waits for.
 
 A part of :class:`~aiogroup.membership.machine.MembershipMachine` with its own state, usable on
-its own (``tests/membership/test_parts.py``). Every request action gets a fresh token and is
+its own (``tests/membership/parts/``). Every request action gets a fresh token and is
 stamped with the ``(member_id, generation_id)`` it is built with, so the driver never asks the
 machine again and a request built for one generation is never sent as another. Of each kind
 (:class:`~aiogroup.membership.states.Request`) at most one is awaited: a response is acted on
