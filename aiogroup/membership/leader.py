@@ -185,8 +185,8 @@ class Leadership:
         *,
         cooperative: bool,
     ) -> tuple[tuple[str, bytes], ...]:
-        """KIP-429 2a-2f: the SyncGroup assignments of this round, ``(member id, Assignment
-        bytes)`` for every member, sorted by member id.
+        """KIP-429 2a-2f: the SyncGroup assignments of the round :meth:`joined` took,
+        ``(member id, Assignment bytes)`` for every member, sorted by member id.
 
         Raises whatever the assignor raises (it is user code); the round is then not
         remembered as planned (:attr:`last_plan` and :attr:`snapshot` keep the last one).
@@ -202,8 +202,8 @@ class Leadership:
                 {m: sorted(tps) for m, tps in self.stale_claims.items()},
             )
             subscriptions = drop_claims(claimed, self.stale_claims)
-        group_topics = set().union(*(s.topics for s in subscriptions.values()))
-        partitions_per_topic = {t: metadata[t] for t in sorted(group_topics) if t in metadata}
+        # (Dropping claims keeps the topics: the union joined() took is the group's.)
+        partitions_per_topic = {t: metadata[t] for t in sorted(self.group_topics) if t in metadata}
         all_members = sorted({m.member_id for m in self.members})
         raw = assignor.assign(partitions_per_topic, subscriptions)
         assignments = {m: raw.get(m, Assignment()) for m in all_members}
