@@ -1,6 +1,6 @@
 """An asyncio member of a Kafka consumer group: the driver around the sans-I/O machine.
 
-One task owns the membership state machine (:class:`aiogroup.membership.GroupMember`): it feeds
+One task owns the state machine (:class:`aiogroup.membership.MembershipMachine`): it feeds
 events with ``now`` from the loop's monotonic clock, wakes it at ``next_deadline()``, and carries
 out the actions it returns. Requests, metadata lookups and listener callbacks run in their own
 tasks and post their results back as events; user calls (subscribe, commit, close) go through
@@ -63,8 +63,8 @@ from aiogroup.errors import (
 )
 from aiogroup.membership import actions as act
 from aiogroup.membership import events as ev
-from aiogroup.membership.machine import GroupMember as _Machine
 from aiogroup.membership.machine import MemberConfig
+from aiogroup.membership.machine import MembershipMachine as _Machine
 from aiogroup.membership.states import MemberState
 from aiogroup.observability.metrics import KIP429Metrics, MetricsSink, TeeMetrics
 from aiogroup.protocol.consumer import decode_assignment
@@ -357,8 +357,9 @@ class GroupMember:
         session timeout has passed without an answer from the coordinator, in every state
         (joining and waiting for SyncGroup included): a member paused past its session timeout
         must not act as owner before the coordinator answers it again (KAFKA-7026). The rule
-        lives in the state machine (:meth:`aiogroup.membership.GroupMember.may_act_on`); the
-        awaitable from :meth:`changed` completes when this set changes. See ``docs/safety.md``.
+        lives in the state machine
+        (:meth:`aiogroup.membership.MembershipMachine.may_act_on`); the awaitable from
+        :meth:`changed` completes when this set changes. See ``docs/safety.md``.
         """
         try:
             now = asyncio.get_running_loop().time()

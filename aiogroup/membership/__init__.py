@@ -1,6 +1,6 @@
 """The sans-I/O KIP-429 membership state machine.
 
-:class:`GroupMember` is one member of a classic consumer group. It never does I/O and never
+:class:`MembershipMachine` is one member of a classic consumer group. It never does I/O and never
 reads a clock: a *driver* (``aiogroup.client``) feeds it **events** (what happened, past tense)
 with the current monotonic time ``now`` (float seconds), and carries out the **actions** it
 returns (what to do, imperative), in the order returned.
@@ -9,7 +9,9 @@ Driving loop
 ------------
 ::
 
-    member = GroupMember(MemberConfig(group_id="g", assignors=[CooperativeStickyAssignor()]))
+    member = MembershipMachine(
+        MemberConfig(group_id="g", assignors=[CooperativeStickyAssignor()])
+    )
     actions = member.handle(SubscriptionChanged(topics=frozenset({"orders"})), now)
     while True:
         for action in actions: start(action)            # send requests, run callbacks, ...
@@ -46,7 +48,7 @@ the coordinator up again. Responses whose token the machine no longer waits for 
 generation, an abandoned request) are ignored (KAFKA-13406): the driver may deliver them.
 
 User intent is also an event: SubscriptionChanged(topics=... | pattern=...),
-UnsubscribeRequested(), CloseRequested(). Commits go through :meth:`GroupMember.commit`,
+UnsubscribeRequested(), CloseRequested(). Commits go through :meth:`MembershipMachine.commit`,
 which returns the CommitOffsets action or raises only where the coordinator would refuse:
 RebalanceInProgressError (retriable: between a JoinGroup answer and the SyncGroup answer, or
 an EAGER member that revoked everything to rejoin), CommitFailedError (not part of a
@@ -58,8 +60,8 @@ moment.
 
 Timers
 ------
-:meth:`GroupMember.next_deadline` returns when the machine next needs waking (heartbeat
-interval, session timeout, retry backoff) or ``None``. Call :meth:`GroupMember.handle_timer`
+:meth:`MembershipMachine.next_deadline` returns when the machine next needs waking (heartbeat
+interval, session timeout, retry backoff) or ``None``. Call :meth:`MembershipMachine.handle_timer`
 with ``now`` at or after it; calling it early is harmless. Request timeouts belong to the
 transport (report them as CoordinatorLost).
 
@@ -73,7 +75,7 @@ when it is not None, runs every callback even if one raises, and answers
 first error; the assignment change stands (KIP-429). While callbacks run, the machine keeps
 heartbeating and accepts other events; the assignment it reports during a revoked callback
 still contains the partitions being revoked (so the callback can commit them), but
-:attr:`GroupMember.fetchable` already excludes them (KAFKA-14196).
+:attr:`MembershipMachine.fetchable` already excludes them (KAFKA-14196).
 
 Queries: ``state`` (:class:`MemberState`), ``member_id``, ``generation_id``, ``leader_id``,
 ``is_leader``, ``protocol`` (EAGER/COOPERATIVE), ``assignment``, ``fetchable``,
@@ -84,6 +86,10 @@ Consumers fetch, hand out records and commit positions only for ``may_act_on(now
 
 Misuse (an event the current state cannot take, a malformed event) raises
 :class:`aiogroup.errors.LocalProtocolError`; broker errors are data in events.
+
+``GroupMember`` is the machine's name up to 0.1.0, kept as an alias of
+:class:`MembershipMachine` (the same class) for one release; the asyncio driver
+:class:`aiogroup.client.GroupMember` keeps its name.
 """
 
 from aiogroup.membership.actions import (
@@ -122,7 +128,7 @@ from aiogroup.membership.events import (
     SyncGroupFailed,
     UnsubscribeRequested,
 )
-from aiogroup.membership.machine import GroupMember, MemberConfig
+from aiogroup.membership.machine import GroupMember, MemberConfig, MembershipMachine
 from aiogroup.membership.selection import select_protocol
 from aiogroup.membership.states import MemberState
 
@@ -151,6 +157,7 @@ __all__ = [
     "MemberConfig",
     "MemberDelta",
     "MemberState",
+    "MembershipMachine",
     "MetadataUpdated",
     "RaiseToUser",
     "RebalanceCallbackError",

@@ -1,5 +1,6 @@
-"""The member's states and the explicit tables that say which event each state accepts and
-which state may follow which (h11 style: anything missing is a LocalProtocolError)."""
+"""The member's states and the explicit tables that say which event each state accepts, which
+request each response answers, and which state may follow which (h11 style: anything missing
+is a LocalProtocolError), with the named groups of states the machine's rules speak of."""
 
 from __future__ import annotations
 
@@ -7,7 +8,20 @@ import enum
 
 from aiogroup.membership import events as ev
 
-__all__ = ["ACCEPTED_EVENTS", "RESPONSE_EVENTS", "TRANSITIONS", "MemberState"]
+__all__ = [
+    "ACCEPTED_EVENTS",
+    "ANSWERS",
+    "CALLBACK_STATES",
+    "ENDED",
+    "HEARTBEATING",
+    "IDLE",
+    "QUIET",
+    "REBALANCING",
+    "RESPONSE_EVENTS",
+    "TRANSITIONS",
+    "MemberState",
+    "Request",
+]
 
 
 class MemberState(enum.Enum):
@@ -39,24 +53,41 @@ class MemberState(enum.Enum):
 
 S = MemberState
 
-#: Response events: accepted in every state, acted on only when their token matches the
-#: request the machine waits for (otherwise they are stale and dropped).
-RESPONSE_EVENTS: frozenset[type[ev.Event]] = frozenset(
-    {
-        ev.CoordinatorFound,
-        ev.CoordinatorLookupFailed,
-        ev.JoinGroupCompleted,
-        ev.JoinGroupFailed,
-        ev.SyncGroupCompleted,
-        ev.SyncGroupFailed,
-        ev.HeartbeatCompleted,
-        ev.HeartbeatFailed,
-        ev.LeaveGroupCompleted,
-        ev.CommitCompleted,
-        ev.CommitFailed,
-        ev.CallbacksFinished,
-    }
-)
+
+class Request(enum.Enum):
+    """What the machine waits for an answer to (one of each kind at a time; commits: many)."""
+
+    FIND_COORDINATOR = "FindCoordinator"
+    JOIN_GROUP = "JoinGroup"
+    SYNC_GROUP = "SyncGroup"
+    HEARTBEAT = "Heartbeat"
+    LEAVE_GROUP = "LeaveGroup"
+    CALLBACKS = "InvokeCallbacks"
+    COMMIT = "OffsetCommit"
+
+
+R = Request
+
+#: Which request each response event answers. Responses are accepted in every state and acted
+#: on only when their token is the one the machine waits for (then it waits no more); anything
+#: else is stale and dropped (KAFKA-13406). Commits are matched by the commits part.
+ANSWERS: dict[type[ev.Event], Request] = {
+    ev.CoordinatorFound: R.FIND_COORDINATOR,
+    ev.CoordinatorLookupFailed: R.FIND_COORDINATOR,
+    ev.JoinGroupCompleted: R.JOIN_GROUP,
+    ev.JoinGroupFailed: R.JOIN_GROUP,
+    ev.SyncGroupCompleted: R.SYNC_GROUP,
+    ev.SyncGroupFailed: R.SYNC_GROUP,
+    ev.HeartbeatCompleted: R.HEARTBEAT,
+    ev.HeartbeatFailed: R.HEARTBEAT,
+    ev.LeaveGroupCompleted: R.LEAVE_GROUP,
+    ev.CallbacksFinished: R.CALLBACKS,
+    ev.CommitCompleted: R.COMMIT,
+    ev.CommitFailed: R.COMMIT,
+}
+
+#: Response events (see ANSWERS).
+RESPONSE_EVENTS: frozenset[type[ev.Event]] = frozenset(ANSWERS)
 
 _LIVE = frozenset(S) - {S.CLOSED, S.FATAL}
 
@@ -113,3 +144,19 @@ TRANSITIONS: dict[MemberState, frozenset[MemberState]] = {
     S.CLOSED: frozenset(),
     S.FATAL: frozenset({S.CLOSED}),
 }
+
+# -- the groups of states the machine's rules name -------------------------------------------------
+
+#: Terminal: nothing runs, nothing is sent.
+ENDED = frozenset({S.CLOSED, S.FATAL})
+#: No timers and no moving on by itself: leaving, or terminal.
+QUIET = ENDED | {S.LEAVING}
+#: A round's JoinGroup or SyncGroup is in flight (or the leader waits for metadata between).
+REBALANCING = frozenset({S.JOINING, S.AWAITING_METADATA, S.AWAITING_SYNC})
+#: A member of a generation heartbeats here (while joined, with a coordinator).
+HEARTBEATING = frozenset({S.STABLE, S.PREPARING, S.RECONCILING})
+#: The rebalance listener may be running (before the JoinGroup, after the SyncGroup).
+CALLBACK_STATES = frozenset({S.PREPARING, S.RECONCILING})
+#: Nothing of a rebalance in flight: news (a subscription, metadata, a close, an answer that
+#: asks for a rejoin) moves the member on at once.
+IDLE = frozenset({S.UNJOINED, S.DISCOVERING, S.STABLE})

@@ -12,11 +12,11 @@ from aiogroup.membership import (
     CoordinatorFound,
     Event,
     FindCoordinator,
-    GroupMember,
     InvokeCallbacks,
     JoinGroupCompleted,
     JoinGroupMember,
     MemberConfig,
+    MembershipMachine,
     MemberState,
     SendJoinGroup,
     SendSyncGroup,
@@ -77,12 +77,12 @@ def member(
     *,
     assignor: FixedAssignor | None = None,
     **config: object,
-) -> GroupMember:
+) -> MembershipMachine:
     if assignor is None:
         assignor = FixedAssignor() if protocol is RebalanceProtocol.COOPERATIVE else EagerFixed()
     config.setdefault("enable_auto_commit", False)
     cfg = MemberConfig(group_id="g", assignors=[assignor], **config)  # type: ignore[arg-type]
-    m = GroupMember(cfg)
+    m = MembershipMachine(cfg)
     assert m.protocol is protocol
     return m
 
@@ -90,7 +90,7 @@ def member(
 class Script:
     """Feeds events to one member and keeps the actions it returned, for assertions."""
 
-    def __init__(self, m: GroupMember, now: float = 100.0) -> None:
+    def __init__(self, m: MembershipMachine, now: float = 100.0) -> None:
         self.m = m
         self.now = now
         self.pending: list[Action] = []

@@ -1,4 +1,4 @@
-"""A tiny in-process group: several GroupMember machines and a fake coordinator that follows
+"""A tiny in-process group: several MembershipMachine instances and a fake coordinator that follows
 the broker's classic group states (Empty, PreparingRebalance, CompletingRebalance, Stable).
 
 The members run the real assignors; the coordinator answers every request in virtual time.
@@ -22,7 +22,6 @@ from aiogroup.membership import (
     CoordinatorFound,
     Event,
     FindCoordinator,
-    GroupMember,
     HeartbeatCompleted,
     HeartbeatFailed,
     InvokeCallbacks,
@@ -31,6 +30,7 @@ from aiogroup.membership import (
     JoinGroupMember,
     LeaveGroupCompleted,
     MemberConfig,
+    MembershipMachine,
     MemberState,
     MetadataUpdated,
     RaiseToUser,
@@ -49,7 +49,7 @@ from aiogroup.protocol import TopicPartition
 @dataclass
 class SimMember:
     name: str
-    machine: GroupMember
+    machine: MembershipMachine
     callbacks: list[InvokeCallbacks] = field(default_factory=list)
     raised: list[RaiseToUser] = field(default_factory=list)
 
@@ -94,7 +94,7 @@ class FakeGroup:
             session_timeout_ms=10_000,
             enable_auto_commit=True,
         )
-        sm = SimMember(name, GroupMember(cfg))
+        sm = SimMember(name, MembershipMachine(cfg))
         self.members.append(sm)
         self.queue.append((sm, SubscriptionChanged(topics=topics)))
         return sm

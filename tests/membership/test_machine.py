@@ -27,7 +27,6 @@ from aiogroup.membership import (
     CoordinatorFound,
     CoordinatorLost,
     FindCoordinator,
-    GroupMember,
     HeartbeatCompleted,
     HeartbeatFailed,
     InvokeCallbacks,
@@ -35,6 +34,7 @@ from aiogroup.membership import (
     JoinGroupFailed,
     LeaveGroupCompleted,
     MemberConfig,
+    MembershipMachine,
     MemberState,
     MetadataUpdated,
     RaiseToUser,
@@ -115,14 +115,14 @@ def test_fresh_follower_joins_and_gets_assigned_callback() -> None:
 def test_join_lists_every_assignor_in_one_request() -> None:
     # aiokafka #1168 sent one JoinGroup per assignor; we send one with all, in order.
     cfg = MemberConfig(group_id="g", assignors=[EagerFixed(), FixedAssignor()])
-    s = Script(GroupMember(cfg))
+    s = Script(MembershipMachine(cfg))
     assert s.m.protocol is EAGER
     s.start()
     joins = [a for a in s.pending if isinstance(a, SendJoinGroup)]
     assert len(joins) == 1
     assert [name for name, _ in joins[0].protocols] == ["eager-fixed", "fixed"]
     # KAFKA-12898: the metadata bytes are deterministic.
-    s2 = Script(GroupMember(cfg))
+    s2 = Script(MembershipMachine(cfg))
     s2.start()
     assert s2.take(SendJoinGroup).protocols == joins[0].protocols
 
@@ -919,7 +919,7 @@ def test_a_failed_prompt_heartbeat_retries_after_the_backoff_not_at_once() -> No
 def test_metrics_observed() -> None:
     sink = KIP429Metrics(started_at=0.0)
     cfg = MemberConfig(group_id="g", assignors=[FixedAssignor()], enable_auto_commit=False)
-    s = Script(GroupMember(cfg, metrics=sink), now=10.0)
+    s = Script(MembershipMachine(cfg, metrics=sink), now=10.0)
     s.start()
     s.now = 10.5
     s.feed(JoinGroupFailed(s.take(SendJoinGroup).token, 27))

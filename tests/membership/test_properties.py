@@ -31,7 +31,6 @@ from aiogroup.membership import (
     CoordinatorLost,
     Event,
     FindCoordinator,
-    GroupMember,
     HeartbeatCompleted,
     HeartbeatFailed,
     InvokeCallbacks,
@@ -40,6 +39,7 @@ from aiogroup.membership import (
     JoinGroupMember,
     LeaveGroupCompleted,
     MemberConfig,
+    MembershipMachine,
     MemberState,
     MetadataUpdated,
     RequestMetadata,
@@ -142,7 +142,7 @@ def user_event(data: st.DataObject) -> Event:
     return CoordinatorLost()
 
 
-def check_invariants(m: GroupMember) -> None:
+def check_invariants(m: MembershipMachine) -> None:
     assert isinstance(m.state, MemberState)
     assert m.fetchable <= m.assignment
     deadline = m.next_deadline()
@@ -181,7 +181,7 @@ def test_any_event_sequence_keeps_machine_valid(
         group_instance_id="inst" if static else None,
         enable_auto_commit=auto,
     )
-    m = GroupMember(cfg)
+    m = MembershipMachine(cfg)
     now = 0.0
     pending: list[Action] = list(m.handle(SubscriptionChanged(topics=frozenset({"a", "b"})), now))
     answered: list[Event] = []
