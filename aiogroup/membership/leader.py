@@ -160,11 +160,19 @@ class Leadership:
         bad: set[str] = set()
         for member in members:
             try:
-                subscriptions[member.member_id] = decode_subscription(member.metadata)
+                subscription = decode_subscription(member.metadata)
             except AiogroupError as exc:
                 # One member's garbage must not stop the group: it gets nothing this round.
                 log.warning("member %s sent undecodable metadata: %s", member.member_id, exc)
                 bad.add(member.member_id)
+                continue
+            if member.group_instance_id is not None:
+                # KIP-345: range and roundrobin order static members by their instance id, as
+                # Java's leader does (the JoinGroup answer carries it; the metadata does not).
+                subscription = dataclasses.replace(
+                    subscription, group_instance_id=member.group_instance_id
+                )
+            subscriptions[member.member_id] = subscription
         self.subscriptions = subscriptions
         self.undecodable_members = frozenset(bad)
         # One C-level union: a large group's members list a million topics in all.
