@@ -3,14 +3,14 @@
 At a million partitions the sticky balancer replaces per-partition loops with bulk steps; each
 must answer exactly as the loop would, or the plan changes:
 
-- ``_water_fill`` hands a topic's free partitions out as popping a heap of ``(load, member)``;
-- ``_LeastLoaded`` finds the least loaded subscriber of a topic (lowest index on ties) from bit
+- ``water_fill`` hands a topic's free partitions out as popping a heap of ``(load, member)``;
+- ``LeastLoaded`` finds the least loaded subscriber of a topic (lowest index on ties) from bit
   sets, and whether a lighter member shares a topic with a donor;
 - ``ClaimIndex`` answers claimed / distinct / regular / within / plain / unclaimed per topic;
-- ``_TopicIds`` behaves as the dict of lists it stands for;
-- the fill of a group where nobody owned anything (``_fill_free``, with ``_FilledIds`` finding
+- ``TopicIds`` behaves as the dict of lists it stands for;
+- the fill of a group where nobody owned anything (``fill_fresh``, with ``FilledIds`` finding
   a member's partitions only when a move needs them) plans exactly as the general fill does;
-- ``Layout.grouped`` groups ids the same way whatever path it takes, and ``_in_order`` says
+- ``Layout.grouped`` groups ids the same way whatever path it takes, and ``in_order`` says
   whether a claim is sorted.
 """
 
@@ -23,22 +23,15 @@ from unittest.mock import patch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiogroup.assignors import _sticky_core
-from aiogroup.assignors._claims import ClaimIndex
-from aiogroup.assignors._sticky_core import (
-    Layout,
-    MemberClaim,
-    _FillBytes,
-    _in_order,
-    _LeastLoaded,
-    _TopicIds,
-    _water_fill,
-    balance,
-)
+from aiogroup.assignors.balancer import ClaimIndex, Layout, MemberClaim, balance, fill
+from aiogroup.assignors.balancer.claims import in_order
+from aiogroup.assignors.balancer.fill import FillBytes, water_fill
+from aiogroup.assignors.balancer.held import TopicIds
+from aiogroup.assignors.balancer.least import LeastLoaded
 
 
 def heap_fill(free: list[int], subscribers: list[int], load: list[int]) -> list[int]:
-    """The loop _water_fill replaces: each partition to the least loaded, lowest index."""
+    """The loop water_fill replaces: each partition to the least loaded, lowest index."""
     heap = [(load[i], i) for i in subscribers]
     heapq.heapify(heap)
     receivers = []
@@ -62,7 +55,7 @@ def test_water_fill_is_the_heap(loads: list[int], data: st.DataObject) -> None:
     free = list(range(100, 100 + data.draw(st.integers(1, 40))))
     want_load, got_load = list(loads), list(loads)
     want = heap_fill(free, subscribers, want_load)
-    assert _water_fill(free, subscribers, got_load) == want
+    assert water_fill(free, subscribers, got_load) == want
     assert got_load == want_load
 
 
@@ -76,7 +69,7 @@ def test_least_loaded_is_the_minimum(data: st.DataObject) -> None:
     ]
     subs = [[i for i in range(members) if k in topics_of[i]] for k in range(ntopics)]
     load = data.draw(st.lists(st.integers(0, 5), min_size=members, max_size=members))
-    finder = _LeastLoaded(members, subs, load, topics_of)
+    finder = LeastLoaded(members, subs, load, topics_of)
     for _ in range(data.draw(st.integers(0, 8))):
         i = data.draw(st.integers(0, members - 1))
         new = max(0, load[i] + data.draw(st.integers(-2, 2)))
@@ -89,7 +82,7 @@ def test_least_loaded_is_the_minimum(data: st.DataObject) -> None:
         for limit in range(-1, 7):
             near = {m for k in topics_of[a] for m in subs[k]}
             want_near = any(load[m] <= limit for m in near)
-            finder2 = _LeastLoaded(members, subs, list(load), topics_of)
+            finder2 = LeastLoaded(members, subs, list(load), topics_of)
             assert finder2.lighter_near(a, limit) == want_near
 
 
@@ -155,7 +148,7 @@ def test_claim_index_refuses_what_is_not_an_int() -> None:
 def test_topic_ids_behave_as_a_dict_of_lists() -> None:
     given_ids = [10, 11, 20, 30, 31, 32]
     # One run per topic: topics 1, 2, 3 with 2, 1 and 3 ids.
-    lazy = _TopicIds(given_ids, [1, 2, 3], [2, 1, 3])
+    lazy = TopicIds(given_ids, [1, 2, 3], [2, 1, 3])
     plain = {1: [10, 11], 2: [20], 3: [30, 31, 32]}
     assert list(lazy) == list(plain) and len(lazy) == 3 and 2 in lazy
     assert lazy[3][-1] == 32
@@ -198,16 +191,16 @@ def test_in_order(claim: dict[str, tuple[int, ...]]) -> None:
         and list(clean) == sorted(clean)
         and all(list(ps) == sorted(ps) for ps in clean.values())
     )
-    assert _in_order(clean, lens) == want
+    assert in_order(clean, lens) == want
 
 
 def test_in_order_with_tuples_longer_than_a_byte() -> None:
     """Lengths of 256 or more cannot be a bytes mask: the other way gives the same answer."""
     long = tuple(range(300))
-    assert _in_order({"a": long, "b": (3, 5, 9)}, [300, 3])
-    assert not _in_order({"a": long, "b": (3, 9, 5)}, [300, 3])
-    assert not _in_order({"a": (*long[:-2], 299, 298), "b": (3, 5, 9)}, [300, 3])
-    assert not _in_order({"a": (3, 9, 5), "b": (1,)}, [3, 1])
+    assert in_order({"a": long, "b": (3, 5, 9)}, [300, 3])
+    assert not in_order({"a": long, "b": (3, 9, 5)}, [300, 3])
+    assert not in_order({"a": (*long[:-2], 299, 298), "b": (3, 5, 9)}, [300, 3])
+    assert not in_order({"a": (3, 9, 5), "b": (1,)}, [3, 1])
 
 
 @settings(max_examples=300, deadline=None)
@@ -231,10 +224,8 @@ def test_a_fresh_group_plans_as_the_general_fill_would(
         outside = [(0, t) for t in names[1:]]
     m, topic = data.draw(st.sampled_from(outside))
     claims = [MemberClaim(f"m{i:02d}", ts) for i, ts in enumerate(subs)]
-    per, anyway = (
-        (_sticky_core._ROW_BYTES_PER_PARTITION, _sticky_core._ROW_BYTES_ANYWAY) if rows else (0, 0)
-    )
-    with patch.multiple(_sticky_core, _ROW_BYTES_PER_PARTITION=per, _ROW_BYTES_ANYWAY=anyway):
+    per, anyway = (fill.ROW_BYTES_PER_PARTITION, fill.ROW_BYTES_ANYWAY) if rows else (0, 0)
+    with patch.multiple(fill, ROW_BYTES_PER_PARTITION=per, ROW_BYTES_ANYWAY=anyway):
         plain = balance(ppt, claims)
     forced = balance(ppt, claims, hint={(topic, 0): f"m{m:02d}"})
     assert plain.assignments() == forced.assignments()
@@ -248,7 +239,7 @@ def test_fill_bytes_find_what_the_fill_gave(members: int, data: st.DataObject) -
     high byte of one and the low byte of the next), which is not a match."""
     values = [v for v in (0, 1, 2, 255, 256, 257, 65_535, 65_536, members - 1) if v < members]
     receivers = data.draw(st.lists(st.sampled_from(values), min_size=1, max_size=40))
-    fill = _FillBytes(members, len(receivers) + 5)
+    fill = FillBytes(members, len(receivers) + 5)
     fill.write(5, receivers)
     for i in set(receivers):
         start = data.draw(st.integers(5, 5 + len(receivers)))
