@@ -49,7 +49,8 @@ The parts, one module each (as franz-go keeps its balancer in ``sticky.go`` and 
   plan).
 - :mod:`~aiogroup.assignors.balancer.held`: who holds what, grouped lazily per member.
 - :mod:`~aiogroup.assignors.balancer.least`: the least loaded subscriber of a topic.
-- :mod:`~aiogroup.assignors.balancer.general`: the general path.
+- :mod:`~aiogroup.assignors.balancer.general`: the general path (fill, then the moves of
+  :class:`~aiogroup.assignors.balancer.general.Rebalance`).
 - :mod:`~aiogroup.assignors.balancer.detours`: taking back detours.
 - :mod:`~aiogroup.assignors.balancer.entry`: :func:`balance`, which picks the path.
 

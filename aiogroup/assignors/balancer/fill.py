@@ -3,6 +3,8 @@ first.
 
 - :func:`water_fill` hands one topic's free partitions out in bulk, in exactly the order
   popping a heap of ``(load, member)`` would give.
+- :func:`fill_unowned`: the fill of a group where members own partitions (or some are hinted):
+  hinted partitions to the member they were meant for, the rest water-filled.
 - :func:`fill_fresh`: the fill of a fresh group (nobody owned anything, nothing hinted), which
   writes nothing per member: who holds each id (one list) and, in :class:`FillBytes`, the
   receivers of each topic as machine integers that ``bytearray.find`` searches.
@@ -13,18 +15,20 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections import defaultdict, deque
-from collections.abc import Container, Sequence
-from itertools import repeat
+from collections import Counter, defaultdict, deque
+from collections.abc import Container, Mapping, Sequence
+from itertools import compress, repeat
 from operator import setitem
 
 from aiogroup.assignors.balancer.layout import Layout, Plan
+from aiogroup.assignors.balancer.owned import Owned
 
 __all__ = [
     "ROW_BYTES_ANYWAY",
     "ROW_BYTES_PER_PARTITION",
     "FillBytes",
     "fill_fresh",
+    "fill_unowned",
     "fresh_plan",
     "water_fill",
 ]
@@ -111,6 +115,72 @@ def fill_fresh(
         else:
             marks.append(set(receivers))
     return filling, marks, fill
+
+
+def fill_unowned(
+    layout: Layout,
+    owned: Owned,
+    subscribed: list[frozenset[str]],
+    subs: list[list[int]],
+    hinted: Mapping[int, int],
+    load: list[int],
+    filled_by: list[int],
+    fills: list[list[int]],
+    by_level: list[int],
+) -> tuple[list[int] | None, list[Counter[int]] | None]:
+    """The fill of a group where members own partitions, or some are hinted: each topic in
+    ``by_level`` order, its partitions nobody validly owns (``owned.free``) to the member a
+    previous plan meant them for (``hinted``) if it subscribes to the topic, the rest by
+    :func:`water_fill` to the topic's subscribers (``subs``). Who holds each id is written to
+    ``filled_by``, what each member was given (in the order given) to ``fills``, and ``load``
+    is raised accordingly.
+
+    Returns, per topic given out (in fill order), how many partitions each member got (a
+    Counter of the receivers, so the fill writes nothing per member): noted when topics have
+    two partitions or more per subscriber on average (each member is then given several of a
+    topic, and grouping a touched member from these saves a topic lookup per partition);
+    otherwise members get one partition of a topic or none, few are touched, and looking their
+    partitions' topics up costs less (``None, None``).
+    """
+    offsets, counts = layout.offsets, layout.counts
+    pairs = sum(map(len, subs))
+    record = pairs > 0 and sum(compress(counts, subs)) >= 1.5 * pairs
+    fill_order: list[int] | None = [] if record else None
+    fill_runs: list[Counter[int]] | None = [] if record else None
+    for k in by_level:
+        if not subs[k]:
+            continue
+        free = owned.free(k)
+        given: list[int] = []  # members given a hinted partition of k, one entry each
+        if hinted and free:
+            rest = []
+            name = layout.topics[k]
+            for g in free:
+                i = hinted.get(g, -1)
+                if i >= 0 and name in subscribed[i]:
+                    filled_by[g] = i
+                    fills[i].append(g)
+                    given.append(i)
+                    load[i] += 1
+                else:
+                    rest.append(g)
+            free = rest
+        if not free:
+            if given and fill_order is not None and fill_runs is not None:
+                fill_order.append(k)
+                fill_runs.append(Counter(given))
+            continue
+        receivers = water_fill(free, subs[k], load)
+        if len(free) == counts[k]:
+            filled_by[offsets[k] : offsets[k] + counts[k]] = receivers
+        else:
+            deque(map(setitem, repeat(filled_by), free, receivers), 0)
+        # fills[i].append(g) for each partition given, in C.
+        deque(map(list.append, map(fills.__getitem__, receivers), free), 0)
+        if fill_order is not None and fill_runs is not None:
+            fill_order.append(k)
+            fill_runs.append(Counter(given + receivers if given else receivers))
+    return fill_order, fill_runs
 
 
 class FillBytes:
