@@ -188,7 +188,7 @@ class FillBytes:
     ``array`` item per id), so the ids a member was given in a topic are found with
     ``bytearray.find`` (C-level, a few bytes a nanosecond) instead of comparing every id's
     holder as a Python int. Written once per topic by the fill; moves do not change it (see
-    :class:`FilledIds`)."""
+    :class:`~aiogroup.assignors.balancer.held.FilledIds`)."""
 
     __slots__ = ("code", "data", "width")
 

@@ -44,11 +44,13 @@ def general(
     """Unequal subscriptions: keep, fill the least loaded eligible member, then rebalance until
     no partition could move to an eligible member with 2+ fewer partitions.
 
-    ``owned`` says what each member validly owns (:class:`OwnedIds`, :class:`OwnedClaims`).
-    ``hinted`` maps a partition id to the member index a previous plan meant it for; free
-    partitions go there first when that member subscribes to the topic. A member whose claim
-    is exactly what it validly owns (``owned.whole``) and that only gains partitions keeps its
-    claim as the kept part (:attr:`Plan.whole`).
+    ``owned`` says what each member validly owns
+    (:class:`~aiogroup.assignors.balancer.owned.OwnedIds`,
+    :class:`~aiogroup.assignors.balancer.owned.OwnedClaims`). ``hinted`` maps a partition id
+    to the member index a previous plan meant it for; free partitions go there first when that
+    member subscribes to the topic. A member whose claim is exactly what it validly owns
+    (``owned.whole``) and that only gains partitions keeps its claim as the kept part
+    (:attr:`Plan.whole`).
 
     At a million partitions the work is kept per topic and per member, never per partition in
     Python: the fill hands each topic's free partitions out in bulk (the exact order a heap of

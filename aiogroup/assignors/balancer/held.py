@@ -138,7 +138,8 @@ class Held(dict[int, dict[int, list[int]]]):
     many each member got in ``fill_runs``). That is the dict, in the order, that the fill
     would have built as it went; but a member the rebalance never touches (most of them, once
     a group is balanced) is never grouped at all. In a group where nobody owned anything
-    (``holders`` given, see :func:`fill_fresh`), a member's entry is a :class:`FilledIds`.
+    (``holders`` given, see :func:`~aiogroup.assignors.balancer.fill.fill_fresh`), a member's
+    entry is a :class:`FilledIds`.
     """
 
     def __init__(
