@@ -7,7 +7,7 @@ assignment, revokes it and rejoins; the follow-up rebalance hands it out, now un
 partition is never revoked and assigned in the same round (KAFKA-14639), and a group converges
 in at most two rebalances.
 
-This is a separate step composed after :func:`aiogroup.assignors._sticky_core.balance`, as in
+This is a separate step composed after :func:`aiogroup.assignors.balancer.balance`, as in
 franz-go, rather than a subclass overriding the balancer's internals.
 """
 
@@ -17,7 +17,7 @@ from bisect import bisect_left
 from dataclasses import replace
 from itertools import filterfalse
 
-from aiogroup.assignors._sticky_core import Plan
+from aiogroup.assignors.balancer import Plan
 
 __all__ = ["withhold_transfers"]
 

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Set
 from typing import ClassVar
 
 from aiogroup.assignors._cooperative import withhold_transfers
-from aiogroup.assignors._sticky_core import MemberClaim, balance, gc_paused
+from aiogroup.assignors.balancer import MemberClaim, balance, gc_paused
 from aiogroup.assignors.base import GroupMetadata, PartitionAssignor, RebalanceProtocol
 from aiogroup.errors import CodecError
 from aiogroup.protocol import encode_cooperative_user_data, generation_from_user_data

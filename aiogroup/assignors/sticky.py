@@ -25,7 +25,7 @@ import logging
 from collections.abc import Mapping, Set
 from typing import ClassVar
 
-from aiogroup.assignors._sticky_core import MemberClaim, balance, gc_paused
+from aiogroup.assignors.balancer import MemberClaim, balance, gc_paused
 from aiogroup.assignors.base import GroupMetadata, PartitionAssignor, RebalanceProtocol
 from aiogroup.errors import CodecError
 from aiogroup.protocol import decode_sticky_user_data, encode_sticky_user_data

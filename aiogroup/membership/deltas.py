@@ -16,7 +16,7 @@ from functools import cached_property
 from itertools import compress
 from operator import ne
 
-from aiogroup.assignors._claims import ClaimIndex, shared_index
+from aiogroup.assignors.balancer import ClaimIndex, shared_index
 from aiogroup.protocol.types import Assignment, PartitionsByTopic, Subscription, TopicPartition
 
 __all__ = [
@@ -179,7 +179,7 @@ class _Claims:
     """Who owns what, per topic, without a per-partition object (KIP-429 2a).
 
     ``index`` lists, per topic, the partitions some member claims (see
-    :class:`~aiogroup.assignors._claims.ClaimIndex`). A partition claimed by one member only
+    :class:`~aiogroup.assignors.balancer.ClaimIndex`). A partition claimed by one member only
     is owned by it; ``contested[t]`` gives the owner of each partition of ``t`` claimed more
     than once (the highest generation, ``None`` on a tie: KAFKA-12984, KAFKA-14639), and only
     topics with such a partition have an entry. Same answers as :func:`owners_by_claims`, at a
@@ -402,7 +402,7 @@ def unassigned_partitions(
 
     After KIP-429 2d these are the partitions withheld until their owner revokes them (and any
     an assignor chose to leave out). Per topic, over every member's partitions gathered in C
-    (:class:`~aiogroup.assignors._claims.ClaimIndex`): a million assigned partitions take a
+    (:class:`~aiogroup.assignors.balancer.ClaimIndex`): a million assigned partitions take a
     few passes, not a loop per partition.
     """
     taken = ClaimIndex([a.partitions for a in assignments.values()]).claims

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from aiogroup.assignors._cooperative import withhold_transfers
-from aiogroup.assignors._sticky_core import MemberClaim, balance
+from aiogroup.assignors.balancer import MemberClaim, balance
 from aiogroup.assignors.base import GroupMetadata, RebalanceProtocol
 from aiogroup.assignors.cooperative_sticky import CooperativeStickyAssignor, generation_of
 from aiogroup.protocol import (

@@ -1,7 +1,7 @@
 """The balancer's fast paths give exactly what its general code gives.
 
 With equal subscriptions and plainly valid claims, the uniform path keeps each member's claim
-whole instead of turning it into partition ids (``_uniform_by_topic``). It must return the
+whole instead of turning it into partition ids (``uniform_by_topic``). It must return the
 same assignment, byte for byte once encoded, the same move count and, under COOPERATIVE, the
 same withheld partitions as the member-by-member code, which is run here by switching the fast
 path off.
@@ -15,7 +15,8 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from aiogroup.assignors import _sticky_core
+from aiogroup.assignors.balancer import Layout, MemberClaim, entry
+from aiogroup.assignors.balancer.uniform import uniform_by_topic
 from aiogroup.assignors.cooperative_sticky import CooperativeStickyAssignor
 from aiogroup.assignors.sticky import StickyAssignor
 from aiogroup.protocol import encode_assignment, encode_sticky_user_data
@@ -77,16 +78,16 @@ def uniform_groups(draw: st.DrawFn) -> Case:
 
 def _took_fast_path(ppt: dict[str, int], subs: dict[str, Subscription]) -> bool:
     claims = [
-        _sticky_core.MemberClaim(m, s.topics, s.owned_partitions, s.generation_id)
+        MemberClaim(m, s.topics, s.owned_partitions, s.generation_id)
         for m, s in sorted(subs.items())
     ]
-    layout = _sticky_core.Layout({t: n for t, n in ppt.items() if n > 0})
+    layout = Layout({t: n for t, n in ppt.items() if n > 0})
     subscribed = frozenset(next(iter(subs.values())).topics).intersection(layout.count_of)
-    return _sticky_core._uniform_by_topic(layout, sorted(subs), claims, subscribed) is not None
+    return uniform_by_topic(layout, sorted(subs), claims, subscribed) is not None
 
 
 def _general_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_sticky_core, "_uniform_by_topic", lambda *args: None)
+    monkeypatch.setattr(entry, "uniform_by_topic", lambda *args: None)
 
 
 def _wire(result: dict[str, Assignment]) -> list[tuple[str, bytes]]:
@@ -152,14 +153,14 @@ def test_fast_path_is_taken_for_plain_claims() -> None:
         m: Subscription(sorted(ppt), None, a.partitions, 1) for m, a in first.items() if m != "m07"
     }
     calls: list[object] = []
-    real = _sticky_core._uniform_by_topic
+    real = uniform_by_topic
 
     def spy(*args: object) -> object:
         calls.append(result := real(*args))  # type: ignore[arg-type]
         return result
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_sticky_core, "_uniform_by_topic", spy)
+        mp.setattr(entry, "uniform_by_topic", spy)
         assignor = CooperativeStickyAssignor()
         result = assignor.assign(ppt, subs)
     assert calls and calls[0] is not None

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiogroup.assignors._sticky_core import MemberClaim, balance
+from aiogroup.assignors.balancer import MemberClaim, balance
 from aiogroup.assignors.cooperative_sticky import CooperativeStickyAssignor
 from aiogroup.assignors.sticky import StickyAssignor
 from aiogroup.protocol import encode_sticky_user_data

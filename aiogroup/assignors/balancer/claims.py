@@ -18,16 +18,31 @@ yields the partitions nobody claims: taking the claims away from the set of ever
 removes exactly as many as were claimed if and only if they are distinct and exist. The
 other questions about that topic are then answered from those (usually few) unclaimed
 partitions, and no set of the claims is built.
+
+Beside the index: :func:`in_order` says whether a member's claim is in order already (a copy of
+it is then its assignment), and :class:`ClaimedIds` answers "is this id claimed?" from the
+index, for a plan that keeps whole claims.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict, deque
-from collections.abc import Mapping, Sequence
-from itertools import chain
-from operator import is_
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import chain, compress, repeat
+from operator import gt, is_, itemgetter, le, lt
 
-__all__ = ["ClaimIndex", "shared_index"]
+from aiogroup.assignors.balancer.layout import Layout
+from aiogroup.protocol.types import PartitionsByTopic
+
+__all__ = [
+    "ClaimIndex",
+    "ClaimedIds",
+    "in_order",
+    "last_index",
+    "shared_index",
+    "tuple_len",
+]
 
 Claims = Mapping[str, Sequence[int]]
 _INTS = frozenset({int})
@@ -222,3 +237,84 @@ def last_index(maps: Sequence[Claims]) -> ClaimIndex | None:
 
 def _same(made_from: tuple[Claims, ...], maps: Sequence[Claims]) -> bool:
     return len(made_from) == len(maps) and all(map(is_, made_from, maps))
+
+
+def in_order(claim: PartitionsByTopic, lens: list[int]) -> bool:
+    """Whether a valid claim (partitions in tuples of lengths ``lens``, none twice) is sorted:
+    its topics, and each topic's partitions. A copy of it is then the member's assignment."""
+    if not lens or 0 in lens or not _sorted_keys(claim):
+        return False
+    top = max(lens)
+    if top == 1:
+        return True
+    if top == 2:  # distinct partitions: a pair is sorted if its first is below its last
+        values = claim.values()
+        if 1 not in lens:  # pairs only: compare the even and the odd positions
+            flat = list(chain.from_iterable(values))
+            return all(map(lt, flat[0::2], flat[1::2]))
+        return all(map(le, map(_first_item, values), map(_last_item, values)))
+    return _tuples_sorted(claim.values(), lens, top)
+
+
+_first_item = itemgetter(0)
+_last_item = itemgetter(-1)
+
+
+def _tuples_sorted(values: Iterable[Sequence[int]], lens: list[int], top: int) -> bool:
+    """Whether each of ``values`` (tuples, as :func:`in_order`'s callers check, of lengths
+    ``lens``, the longest ``top``, no value twice in one) is ascending.
+
+    Only those of two or more are looked at (most claims hold one partition of many topics),
+    each compared with its sorted copy, at C level. They are picked by a mask made from the
+    lengths as bytes (one C-level ``translate``) while no tuple is longer than 255."""
+    if top < 256:
+        selectors: Iterable[int] = bytes(lens).translate(_SEVERAL)
+    else:
+        selectors = map(gt, lens, repeat(1))
+    several = list(compress(values, selectors))
+    return list(map(tuple, map(sorted, several))) == several
+
+
+#: ``bytes.translate`` table: a tuple length of two or more to 1, else 0.
+_SEVERAL = bytes(2) + bytes([1]) * 254
+
+
+tuple_len: Callable[[object], int] = tuple.__len__  # type: ignore[assignment]
+
+#: The last topics found in sorted order (members of a group mostly hold the same ones).
+_last_sorted_keys: list[str] = []
+
+
+def _sorted_keys(mapping: PartitionsByTopic) -> bool:
+    """Whether the topics of ``mapping`` are in sorted order (they are distinct: a sorted copy
+    equals them; sorting a sorted list is one C-level comparison per topic)."""
+    global _last_sorted_keys
+    keys = list(mapping)
+    if keys == _last_sorted_keys:
+        return True
+    if sorted(keys) == keys:
+        _last_sorted_keys = keys
+        return True
+    return False
+
+
+class ClaimedIds:
+    """The ids of every claimed partition, answered from a :class:`ClaimIndex` (the fast
+    uniform path builds no set of a million ids)."""
+
+    __slots__ = ("_index", "_layout", "_size")
+
+    def __init__(self, layout: Layout, index: ClaimIndex) -> None:
+        self._layout = layout
+        self._index = index
+        self._size = sum(map(len, index.claims.values()))
+
+    def __contains__(self, ident: object) -> bool:
+        if type(ident) is not int:
+            return False
+        offsets = self._layout.offsets
+        k = bisect_left(offsets, ident + 1) - 1
+        return k >= 0 and self._index.claimed(self._layout.topics[k], ident - offsets[k])
+
+    def __len__(self) -> int:
+        return self._size
