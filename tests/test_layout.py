@@ -11,7 +11,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "aiogroup"
 
 #: Files allowed past LIMIT lines, each with the reason it stays whole.
 LIMIT = 1_000
-EXCEPTIONS: dict[str, str] = {}
+EXCEPTIONS: dict[str, str] = {
+    # The state table's handlers, one per event, around one state: the parts that own state of
+    # their own live beside it (liveness, leader, leaving, commits, ownership, interest,
+    # requests); splitting the handlers from the table they route would scatter one machine.
+    "aiogroup/membership/machine.py": "the classic machine's event handlers",
+}
 
 
 def modules() -> dict[str, Path]:

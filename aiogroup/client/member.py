@@ -44,6 +44,7 @@ from aiogroup.client.options import (
     parameter_names,
     topic_names,
 )
+from aiogroup.client.reporting import ActingWatch, Reporter, TelemetryListener
 from aiogroup.client.requests import Requests
 from aiogroup.client.signal import Signal
 from aiogroup.client.transport import CommittedOffset, Transport
@@ -67,8 +68,7 @@ from aiogroup.membership.machine import MemberConfig
 from aiogroup.membership.machine import MembershipMachine as _Machine
 from aiogroup.membership.states import MemberState
 from aiogroup.observability.metrics import KIP429Metrics, MetricsSink, TeeMetrics
-from aiogroup.protocol.consumer import decode_assignment
-from aiogroup.protocol.types import TopicPartition, to_topic_partitions
+from aiogroup.protocol.types import TopicPartition
 
 __all__ = ["GroupMember", "MemberClosedError", "OffsetsSource", "RebalanceOutcome"]
 
@@ -125,50 +125,6 @@ class _Call:
 def _consume_exception(future: asyncio.Future[None]) -> None:
     if not future.cancelled():
         future.exception()  # reported through the member's state, not this future
-
-
-class _TelemetryListener:
-    """Wraps the user's listener to report each callback (timed) to the telemetry sink."""
-
-    def __init__(self, member: GroupMember, listener: Any) -> None:
-        self._member = member
-        self._listener = listener
-
-    async def _run(self, kind: str, partitions: Partitions) -> None:
-        started = time.time()
-        error: str | None = None
-        try:
-            listener = self._listener
-            method = getattr(listener, f"on_partitions_{kind}", None) if listener else None
-            if method is None and kind == "lost" and listener is not None:
-                method = listener.on_partitions_revoked
-            if method is not None:
-                result = method(partitions)
-                if isinstance(result, Awaitable):
-                    await result
-        except Exception as exc:
-            error = repr(exc)
-            raise
-        finally:
-            self._member._telemetry_call(
-                f"partitions_{kind}",
-                partitions,
-                self._member.generation_id,
-                self._member._protocol_name,
-                started,
-                time.time(),
-                error=error,
-                rebalance_protocol=self._member.protocol.name.lower(),
-            )
-
-    async def on_partitions_revoked(self, partitions: Partitions) -> None:
-        await self._run("revoked", partitions)
-
-    async def on_partitions_assigned(self, partitions: Partitions) -> None:
-        await self._run("assigned", partitions)
-
-    async def on_partitions_lost(self, partitions: Partitions) -> None:
-        await self._run("lost", partitions)
 
 
 class GroupMember:
@@ -278,7 +234,10 @@ class GroupMember:
             )
         self._offsets_source = offsets_source
         self._telemetry = telemetry
-        self._listener: Any = _TelemetryListener(self, listener) if telemetry else listener
+        self._report = Reporter(telemetry)
+        self._listener: Any = (
+            TelemetryListener(self, listener, self._report) if telemetry else listener
+        )
         self._metrics = sink
         self._initial: ev.SubscriptionChanged | None = None
         if topic_set:  # no topics at all is no subscription (Java: as unsubscribe)
@@ -344,6 +303,11 @@ class GroupMember:
     def protocol(self) -> RebalanceProtocol:
         """The rebalance protocol this member runs (COOPERATIVE or EAGER)."""
         return self._machine.protocol
+
+    @property
+    def protocol_name(self) -> str | None:
+        """The assignor the group chose at the last join (None before the first)."""
+        return self._protocol_name
 
     @property
     def subscription(self) -> frozenset[str]:
@@ -569,7 +533,7 @@ class GroupMember:
         try:
             await self._submit(start)
         except RebalanceInProgressError as exc:  # refused here: no request was sent
-            self._telemetry_call(
+            self._report(
                 "commit_failed",
                 offsets,
                 self.generation_id,
@@ -666,7 +630,7 @@ class GroupMember:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         machine = self._machine
-        watch = _ActingWatch(self)
+        watch = ActingWatch(self._machine, self._report, loop.time())
         try:
             while machine.state is not MemberState.CLOSED:
                 if watch.check(loop.time()):
@@ -732,7 +696,7 @@ class GroupMember:
     def _note_event(self, event: ev.Event, now: float) -> None:
         if isinstance(event, ev.JoinGroupCompleted):
             self._protocol_name = event.protocol_name
-            self._telemetry_call(
+            self._report(
                 "joined",
                 self.group_id,
                 event.member_id,
@@ -748,7 +712,7 @@ class GroupMember:
             and self._rebalance_started is not None
         ):
             latency = time.monotonic() - self._rebalance_started
-            self._telemetry_call("rebalance_failed", f"error {event.error_code}", latency)
+            self._report("rebalance_failed", f"error {event.error_code}", latency)
 
     def _execute(self, actions: list[act.Action]) -> None:
         for action in actions:
@@ -763,7 +727,7 @@ class GroupMember:
                 self._spawn(requests.join_group(action))
             elif isinstance(action, act.SendSyncGroup):
                 if action.assignments and self._telemetry is not None:
-                    self._note_leader_round(action)
+                    self._report.leader_round(action, self._machine)
                 self._spawn(requests.sync_group(action))
             elif isinstance(action, act.SendHeartbeat):
                 self._spawn(requests.heartbeat(action))
@@ -811,7 +775,7 @@ class GroupMember:
         self._publish(action.generation_id, action.member_id, action.assigned)
         if self._rebalance_started is not None:
             latency = time.monotonic() - self._rebalance_started
-            self._telemetry_call("rebalance_completed", action.generation_id, latency)
+            self._report("rebalance_completed", action.generation_id, latency)
         self._rebalance_started = None
 
     def _publish(self, generation_id: int, member_id: str, assigned: Partitions) -> None:
@@ -955,34 +919,6 @@ class GroupMember:
         await self._transport.close()
         self._notify()
 
-    def _note_leader_round(self, action: act.SendSyncGroup) -> None:
-        """Telemetry: what this leader assigned, withheld (KIP-429 2d) and ignored as stale."""
-        try:
-            assignments = {
-                member_id: to_topic_partitions(decode_assignment(data).partitions)
-                for member_id, data in action.assignments
-            }
-        except Exception as exc:  # our own encoding: never expected, never fatal
-            log.debug("telemetry leader_round failed: %r", exc)
-            return
-        plan = self._machine.last_leader_plan
-        self._telemetry_call(
-            "leader_round",
-            action.generation_id,
-            assignments,
-            withheld=plan.withheld if plan is not None else (),
-            stale_claims=self._machine.stale_claims,
-        )
-
-    def _telemetry_call(self, method: str, *args: Any, **kwargs: Any) -> None:
-        if self._telemetry is None:
-            return
-        try:
-            getattr(self._telemetry, method)(*args, **kwargs)
-        except Exception as exc:  # telemetry must never break the member
-            log.debug("telemetry %s failed: %r", method, exc)
-
-
 class _RequestHost:
     """What the request sender needs of the member
     (:class:`~aiogroup.client.requests.RequestHost`)."""
@@ -1007,7 +943,7 @@ class _RequestHost:
         self, action: act.CommitOffsets, offsets: Mapping[TopicPartition, int], started: float
     ) -> None:
         member = self._member
-        member._telemetry_call("offsets_committed", offsets, action.generation_id, started=started)
+        member._report("offsets_committed", offsets, action.generation_id, started=started)
         if member._offsets_source is not None:
             try:
                 member._offsets_source.offsets_committed(offsets)
@@ -1022,7 +958,7 @@ class _RequestHost:
         started: float,
     ) -> None:
         member = self._member
-        member._telemetry_call(
+        member._report(
             "commit_failed",
             offsets,
             action.generation_id,
@@ -1032,48 +968,6 @@ class _RequestHost:
             during_join=action.during_join,
             started=started,
         )
-
-
-class _ActingWatch:
-    """Notices, in the driver's loop, when what the member may act on changes, and tells the
-    telemetry sink why (``lapse``, ``proof`` or ``rebalance``) along with every state change."""
-
-    def __init__(self, member: GroupMember) -> None:
-        self._member = member
-        self._acting = member.assignment
-        self._state = member.state
-        #: (generation, partitions) when a session lapsed; a return to them is the proof.
-        self._lapsed: tuple[int, Partitions] | None = None
-
-    def check(self, now: float) -> bool:
-        """Record what changed since the last call; True if the acting set changed."""
-        member = self._member
-        machine = member._machine
-        if machine.state is not self._state:
-            self._state = machine.state
-            member._telemetry_call("state", self._state.value, machine.generation_id)
-        acting = machine.may_act_on(now)
-        if acting == self._acting:
-            return False
-        before, self._acting = self._acting, acting
-        deadline = machine.session_deadline
-        at: float | None = None
-        if not acting and deadline is not None and now >= deadline:
-            reason = "lapse"
-            at = time.time() - (now - deadline)  # took effect at the deadline, not now
-            self._lapsed = (machine.generation_id, before)
-        elif (
-            self._lapsed is not None
-            and self._lapsed[0] == machine.generation_id
-            and acting <= self._lapsed[1]
-        ):
-            reason = "proof"
-            self._lapsed = None
-        else:
-            reason = "rebalance"
-            self._lapsed = None
-        member._telemetry_call("acting", acting, reason, machine.generation_id, at=at)
-        return True
 
 
 def _own_options() -> frozenset[str]:
