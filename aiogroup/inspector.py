@@ -134,6 +134,8 @@ class MemberDescription:
     subscription: Subscription | None
     assignment: Partitions | None
     problem: str | None = None
+    #: A consumer-protocol member's epoch (KIP-848; None in a classic group).
+    member_epoch: int | None = None
 
     @property
     def owned(self) -> Partitions | None:
@@ -175,10 +177,20 @@ class GroupDescription:
     partitions: Mapping[str, int] = field(default_factory=dict)
     api_version: int = -1
     coordinator: str = ""
+    #: ``"classic"`` (DescribeGroups) or ``"consumer"`` (a KIP-848 group, ConsumerGroupDescribe).
+    group_type: str = "classic"
+    #: A consumer group's epochs (KIP-848): the group's, and the one its assignment is for.
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
     @property
     def stable(self) -> bool:
         return self.state == "Stable"
+
+    @property
+    def consumer_protocol(self) -> bool:
+        """A KIP-848 consumer group: the broker assigns, members reconcile (no eager steps)."""
+        return self.group_type == "consumer"
 
     @property
     def exists(self) -> bool:
@@ -202,12 +214,19 @@ class GroupDescription:
 
     @property
     def rebalance_protocol(self) -> RebalanceProtocol | None:
-        return protocol_of(self.protocol) if self.protocol else None
+        """The classic group's rebalance protocol (None for a KIP-848 group: the broker
+        assigns, and a member gives up only what moves)."""
+        if self.consumer_protocol or not self.protocol:
+            return None
+        return protocol_of(self.protocol)
 
     @property
     def generation(self) -> int | None:
-        """The group's generation, inferred: one more than the highest generation a member
-        reported at its last join (None when no member reports one, e.g. all new or V0/V1)."""
+        """The group's generation: a consumer group's epoch as the broker tells it; in a classic
+        group, inferred: one more than the highest generation a member reported at its last
+        join (None when no member reports one, e.g. all new or V0/V1)."""
+        if self.consumer_protocol:
+            return self.group_epoch
         reported = [m.reported_generation(self.protocol) for m in self.members]
         known = [g for g in reported if g is not None and g > NO_GENERATION]
         return max(known) + 1 if known else None
@@ -288,6 +307,47 @@ def parse_group(
     )
 
 
+#: DescribeGroups/ConsumerGroupDescribe: the coordinator has no such group (of that kind).
+GROUP_ID_NOT_FOUND = 69
+
+
+def parse_consumer_group(
+    group: Any, *, api_version: int = -1, coordinator: str = ""
+) -> GroupDescription:
+    """Decode one ConsumerGroupDescribe group (KIP-848; pure: no I/O)."""
+    members = []
+    for m in group.members or ():
+        assigned = frozenset(
+            TopicPartition(str(tp.topic_name), int(p))
+            for tp in (m.assignment.topic_partitions if m.assignment is not None else ())
+            for p in tp.partitions
+        )
+        topics = sorted(str(t) for t in (m.subscribed_topic_names or ()))
+        members.append(
+            MemberDescription(
+                member_id=str(m.member_id or ""),
+                client_id=str(m.client_id or ""),
+                client_host=str(m.client_host or ""),
+                group_instance_id=m.instance_id,
+                subscription=Subscription(topics),
+                assignment=assigned,
+                member_epoch=int(m.member_epoch),
+            )
+        )
+    return GroupDescription(
+        group_id=str(group.group_id),
+        state=str(group.group_state or ""),
+        protocol_type="consumer",
+        protocol=str(group.assignor_name or "") or None,
+        members=tuple(sorted(members, key=lambda m: (m.client_id, m.member_id))),
+        api_version=api_version,
+        coordinator=coordinator,
+        group_type="consumer",
+        group_epoch=int(group.group_epoch),
+        assignment_epoch=int(group.assignment_epoch),
+    )
+
+
 # --------------------------------------------------------------------------- judging it
 
 
@@ -296,6 +356,8 @@ class Step(enum.Enum):
 
     EMPTY = "empty"
     UNKNOWN = "unknown"
+    #: A KIP-848 consumer group: the broker assigns and members reconcile; no eager step.
+    CONSUMER = "consumer"
     #: The group's protocol is eager (range, ...): every member runs EAGER. Members may already
     #: offer cooperative-sticky (bounce 1 under way); from outside the two look the same.
     EAGER = "eager"
@@ -312,6 +374,7 @@ STEP_TEXT = {
     Step.EAGER: "eager: every member runs EAGER",
     Step.VOTE_MOVED: "the vote has moved: cooperative protocol, some members still EAGER",
     Step.COOPERATIVE: "cooperative",
+    Step.CONSUMER: "the consumer protocol (KIP-848): the broker assigns, members reconcile",
 }
 
 
@@ -393,6 +456,36 @@ def member_mode(
     return MemberMode.UNCONFIRMED
 
 
+def _assess_consumer_group(group: GroupDescription, expected: int | None) -> Assessment:
+    """A KIP-848 group: safe to bounce the next member once it is Stable, every member has
+    reconciled to the group's epoch, and every partition is assigned once."""
+    reasons: list[str] = []
+    if not group.stable:
+        reasons.append(f"the group is {group.state}: the broker is assigning or members are "
+                       "reconciling")
+    behind = sorted(m.client_id or m.member_id for m in group.members
+                    if m.member_epoch is not None and m.member_epoch != group.group_epoch)
+    if behind:
+        reasons.append(f"not reconciled to epoch {group.group_epoch} yet: {', '.join(behind)}")
+    counts: Counter[TopicPartition] = Counter()
+    for m in group.members:
+        counts.update(m.assignment or ())
+    doubly = frozenset(tp for tp, n in counts.items() if n > 1)
+    unassigned = group.all_partitions - frozenset(counts)
+    if doubly:
+        reasons.append(f"assigned to two members: {format_partitions(doubly)}")
+    if unassigned:
+        reasons.append(f"assigned to nobody: {format_partitions(unassigned)}")
+    if expected is not None and len(group.members) < expected:
+        reasons.append(f"{len(group.members)} of {expected} members: a bounced member has not "
+                       "rejoined yet")
+    return Assessment(
+        Step.CONSUMER, Verdict.WAIT if reasons else Verdict.SAFE, tuple(reasons),
+        "the broker assigns (KIP-848): bounce members one at a time, each once the group is "
+        "Stable again", {}, unassigned=unassigned, doubly_assigned=doubly,
+    )  # fmt: skip
+
+
 def assess(
     group: GroupDescription,
     *,
@@ -431,6 +524,8 @@ def assess(
             (f"0{missing} members: nobody is consuming (the group is {group.state})",),
             "wait until the members have joined before bouncing the next one", {},
         )
+    if group.consumer_protocol:
+        return _assess_consumer_group(group, expected_members)
     if not group.stable:
         return Assessment(
             Step.UNKNOWN, Verdict.WAIT,
@@ -705,6 +800,21 @@ class GroupInspector:
                 f"DescribeGroups answered {len(response.groups)} groups for one"
             )
         g = response.groups[0]
+        node = transport.coordinator_id
+        coordinator = ""
+        if node is not None:
+            address = transport.address(node)
+            if address is not None:
+                coordinator = f"{address} (node {node})"
+        unknown = g.error_code == GROUP_ID_NOT_FOUND or (
+            not g.error_code and g.group_state == "Dead" and not g.members
+        )
+        if unknown:
+            # Kafka 4.x: a KIP-848 consumer group is no classic group, and DescribeGroups
+            # calls it Dead (or not found). ConsumerGroupDescribe sees it as it is.
+            consumer = await self._describe_consumer_group(coordinator)
+            if consumer is not None:
+                return await self._with_partitions(consumer, with_partitions)
         if g.error_code:
             if g.error_code in COORDINATOR_ERRORS:
                 transport.coordinator_dead()
@@ -720,12 +830,6 @@ class GroupInspector:
             )
             for m in (g.members or ())
         ]
-        node = transport.coordinator_id
-        coordinator = ""
-        if node is not None:
-            address = transport.address(node)
-            if address is not None:
-                coordinator = f"{address} (node {node})"
         described = parse_group(
             group_id,
             str(g.group_state or ""),
@@ -735,10 +839,51 @@ class GroupInspector:
             api_version=request.version,
             coordinator=coordinator,
         )
+        return await self._with_partitions(described, with_partitions)
+
+    async def _with_partitions(
+        self, described: GroupDescription, with_partitions: bool
+    ) -> GroupDescription:
         if with_partitions and described.topics:
-            counts = await transport.partitions_per_topic(sorted(described.topics))
+            counts = await self._transport.partitions_per_topic(sorted(described.topics))
             described = dataclasses.replace(described, partitions=counts)
         return described
+
+    async def _describe_consumer_group(self, coordinator: str) -> GroupDescription | None:
+        """The group as ConsumerGroupDescribe (KIP-848) sees it; None when the broker has no
+        such API (before Kafka 3.7) or no consumer group of that id."""
+        from aiogroup.client.transport import COORDINATOR_ERRORS, Request
+        from aiogroup.errors import UnsupportedApiVersionError
+        from aiogroup.protocol.messages import (
+            ConsumerGroupDescribeRequest,
+            ConsumerGroupDescribeResponse,
+        )
+
+        group_id = self.group_id
+        transport = self._transport
+
+        def build(version: int) -> Any:
+            return ConsumerGroupDescribeRequest(
+                group_ids=[group_id], include_authorized_operations=False
+            )
+
+        request = Request(
+            "ConsumerGroupDescribe", ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
+            build,
+        )  # fmt: skip
+        try:
+            response = await transport.send_to_coordinator(request)
+        except UnsupportedApiVersionError:
+            return None
+        groups = list(response.groups or ())
+        if len(groups) != 1 or groups[0].error_code == GROUP_ID_NOT_FOUND:
+            return None
+        g = groups[0]
+        if g.error_code:
+            if g.error_code in COORDINATOR_ERRORS:
+                transport.coordinator_dead()
+            raise error_for_code(int(g.error_code), f"ConsumerGroupDescribe {group_id!r} failed")
+        return parse_consumer_group(g, api_version=request.version, coordinator=coordinator)
 
 
 async def describe_group(

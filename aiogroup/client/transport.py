@@ -105,6 +105,8 @@ API_VERSIONS: dict[str, tuple[int, int]] = {
     # aborted transactions) to v12 (v13+ name topics by id); ListOffsets v1-v7.
     "Fetch": (4, 12),
     "ListOffsets": (1, 7),
+    # KIP-848 consumer groups (Kafka 4.x): seen by ``aiogroup group`` (aiogroup.inspector).
+    "ConsumerGroupDescribe": (0, 1),
 }
 
 #: Error codes meaning "the coordinator moved or is not ready": find it again, then retry.
@@ -264,7 +266,9 @@ class Request:
         self.version = -1
 
     def prepare(self, broker_versions: Mapping[int, tuple[int, int]]) -> PreparedRequest:
-        ours = API_VERSIONS[self.api]
+        ours = API_VERSIONS.get(self.api)
+        if ours is None:  # our bug, never the broker's: say so, not "unreachable"
+            raise LocalProtocolError(f"no versions of {self.api} are known to aiogroup")
         theirs = broker_versions.get(self.API_KEY)
         if theirs is None:
             raise UnsupportedApiVersionError(f"the broker does not support {self.api}")

@@ -147,6 +147,9 @@ def _mode_text(mode: MemberMode | None) -> str:
 
 
 def _generation_text(group: GroupDescription) -> str:
+    if group.consumer_protocol:
+        return (f"group epoch {group.group_epoch}, assignment epoch {group.assignment_epoch} "
+                "(KIP-848)")
     gen = group.generation
     if gen is not None:
         return f"{gen} (one more than the members report holding)"
@@ -182,6 +185,8 @@ def render_describe(group: GroupDescription, a: Assessment) -> str:
     rp = group.rebalance_protocol
     protocol = (f"{group.protocol} ({rp.name})" if group.protocol and rp is not None
                 else "- (the broker names none)")
+    if group.consumer_protocol:
+        protocol = f"{group.protocol or '-'} (the broker's assignor, KIP-848)"
     topics = " ".join(f"{t}[{n}]" for t, n in sorted(group.partitions.items())) or "-"
     rows = [
         ("state", group.state),
@@ -201,7 +206,7 @@ def render_describe(group: GroupDescription, a: Assessment) -> str:
     if group.members:
         lines.append("")
         lines.append(_member_table(group, a))
-        if group.protocol and group.has_metadata:
+        if group.protocol and group.has_metadata and not group.consumer_protocol:
             lines.append(
                 f"  offered assignors: every member offers {group.protocol} (the vote chose it); "
                 "the broker returns each member's metadata for the chosen protocol only, so any "
@@ -210,10 +215,21 @@ def render_describe(group: GroupDescription, a: Assessment) -> str:
 
 
 def _member_table(group: GroupDescription, a: Assessment) -> str:
-    head = ("CLIENT ID", "MEMBER ID", "HOST", "INSTANCE", "PROTOCOL", "SUB", "HELD GEN",
-            "OWNED AT JOIN", "ASSIGNED")
+    head: tuple[str, ...] = ("CLIENT ID", "MEMBER ID", "HOST", "INSTANCE", "PROTOCOL", "SUB",
+                             "HELD GEN", "OWNED AT JOIN", "ASSIGNED")
     rows: list[tuple[str, ...]] = []
-    for m in group.members:
+    if group.consumer_protocol:
+        head = ("CLIENT ID", "MEMBER ID", "HOST", "INSTANCE", "EPOCH", "SUBSCRIBED", "ASSIGNED")
+        rows = [(
+            m.client_id or "-",
+            m.member_id if len(m.member_id) <= 24 else m.member_id[:23] + "…",
+            m.client_host or "-",
+            m.group_instance_id or "-",
+            "-" if m.member_epoch is None else str(m.member_epoch),
+            ",".join(m.subscription.topics) if m.subscription is not None else "-",
+            format_partitions(m.assignment),
+        ) for m in group.members]  # fmt: skip
+    for m in group.members if not group.consumer_protocol else ():
         sub = m.subscription
         gen = m.reported_generation(group.protocol)
         rows.append((

@@ -100,6 +100,12 @@ def test_unencodable_request_is_a_local_protocol_error() -> None:
         bad.prepare({HEARTBEAT_KEY: (0, 4)})
 
 
+def test_an_api_we_know_no_versions_of_is_our_error_not_an_unreachable_broker() -> None:
+    unknown = Request("Nope", HeartbeatRequest, HeartbeatResponse, lambda v: None)
+    with pytest.raises(LocalProtocolError, match="no versions of Nope"):
+        unknown.prepare({12: (0, 4)})
+
+
 def test_static_membership_needs_join_group_v5() -> None:
     from kafka.protocol.consumer.group import JoinGroupResponse
 
