@@ -510,10 +510,11 @@ class Bench:
             # whenever they run.
             with embedded_broker_process(self.args.partitions) as bootstrap:
                 yield bootstrap, lambda name, n: create_by_metadata(bootstrap, name, n)
-        elif kind == "kafka23":
-            from aiogroup.testing.launchers.kafka import KafkaBroker
+        elif kind in ("kafka23", "kafka4"):
+            from aiogroup.testing.launchers.kafka import KAFKA4_VERSION, KafkaBroker
 
-            with KafkaBroker(quick_jit=False) as kafka:
+            version = KAFKA4_VERSION if kind == "kafka4" else None
+            with KafkaBroker(version=version, quick_jit=False) as kafka:
                 yield kafka.bootstrap, lambda name, n: kafka.create_topic(name, n, timeout=120)
         else:
             raise SystemExit(f"unknown broker {kind!r}")
@@ -895,7 +896,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] == "member":
         return member_main(argv[1:])
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("--broker", choices=["embedded", "kafka23", "both"], default="both")
+    p.add_argument("--broker", choices=["embedded", "kafka23", "kafka4", "both", "all"],
+                   default="both", help="both: embedded and kafka23; all: and kafka4")
     p.add_argument("--runs", default=",".join(ALL_RUNS),
                    help=f"comma-separated, of {', '.join(ALL_RUNS)}")
     p.add_argument("--members", type=int, default=6)
@@ -926,7 +928,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.pause_max is None:
         args.pause_max = args.heartbeat_ms / 1000
     specs = [run_spec(name.strip()) for name in args.runs.split(",") if name.strip()]
-    brokers = ["embedded", "kafka23"] if args.broker == "both" else [args.broker]
+    brokers = {"both": ["embedded", "kafka23"], "all": ["embedded", "kafka23", "kafka4"]}.get(
+        args.broker, [args.broker]
+    )
     if args.again:
         work = Path(args.again)
         runs = load_runs(work)

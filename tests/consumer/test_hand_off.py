@@ -98,9 +98,13 @@ async def test_hand_off_keeps_reading_until_the_round_that_moves_the_partitions(
     make_topic(kafka_broker, topic, 6)
     loop = asyncio.get_running_loop()
     la, lb = Stamped("a"), Stamped("b")
-    async with Pacer(kafka_broker.bootstrap, topic, 6) as pacer:
+    # The hand-off round lasts until b's next heartbeat tells it of the rebalance: with b
+    # heartbeating every 2 s and a record every 12 ms per partition, a round too short to see
+    # a record of a's partitions (under 12 ms) comes less than once in 150 runs (it came
+    # once in 6 with b at 500 ms and a record every 24 ms).
+    async with Pacer(kafka_broker.bootstrap, topic, 6, every_s=0.002) as pacer:
         a = consumer(kafka_broker, group, [topic], listener=la)
-        b = consumer(kafka_broker, group, [topic], listener=lb)
+        b = consumer(kafka_broker, group, [topic], listener=lb, heartbeat_interval_ms=2000)
         la.consumer, lb.consumer = a, b
         async with b:
             rb = Reader(b, "b").start()
