@@ -28,8 +28,10 @@ from aiogroup.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient, ThreadedBroker
-    from aiogroup.testing.embedded.coordinator import CoordinatorConfig, GroupCoordinator, GroupView
+    from aiogroup.testing.embedded.coordinator import GroupCoordinator
     from aiogroup.testing.embedded.faults import FaultEvent, FaultRule, Faults
+    from aiogroup.testing.embedded.messages import GroupView
+    from aiogroup.testing.embedded.rules import CoordinatorConfig
     from aiogroup.testing.launchers.kafka import KafkaBroker, KafkaUnavailableError, kafka_available
     from aiogroup.testing.launchers.tansu import TansuBroker, docker_engine_available, free_port
     from aiogroup.testing.listeners import Listener
@@ -64,9 +66,9 @@ _WHERE = {
     "EmbeddedBroker": ".embedded.broker",
     "RawClient": ".embedded.broker",
     "ThreadedBroker": ".embedded.broker",
-    "CoordinatorConfig": ".embedded.coordinator",
+    "CoordinatorConfig": ".embedded.rules",
     "GroupCoordinator": ".embedded.coordinator",
-    "GroupView": ".embedded.coordinator",
+    "GroupView": ".embedded.messages",
     "FaultEvent": ".embedded.faults",
     "FaultRule": ".embedded.faults",
     "Faults": ".embedded.faults",

@@ -48,7 +48,7 @@ from typing import Any, TypeVar, cast
 import pytest
 
 from aiogroup.testing.embedded.broker import EmbeddedBroker, ThreadedBroker
-from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+from aiogroup.testing.embedded.rules import CoordinatorConfig
 from aiogroup.testing.launchers.kafka import (
     KAFKA4_VERSION,
     KAFKA39_VERSION,

@@ -220,7 +220,7 @@ def test_runs_as_a_module() -> None:
 async def test_aiokafka_group_consumers_split_and_commit() -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+    from aiogroup.testing.embedded.rules import CoordinatorConfig
 
     config = CoordinatorConfig(initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
     async with EmbeddedBroker(topics={"t": 4}, coordinator_config=config) as broker:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient
-from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+from aiogroup.testing.embedded.rules import CoordinatorConfig
 
 from .test_broker_wire import closed_by_peer
 

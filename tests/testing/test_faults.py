@@ -9,7 +9,7 @@ import pytest
 
 from aiogroup.errors import ConfigurationError
 from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient
-from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+from aiogroup.testing.embedded.rules import CoordinatorConfig
 
 pytestmark = pytest.mark.timeout(60)
 
