@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient
+from aiogroup.testing.embedded.broker import EmbeddedBroker
+from aiogroup.testing.embedded.client import RawClient
 from aiogroup.testing.embedded.messages import GroupView
 from aiogroup.testing.embedded.rules import CoordinatorConfig
 

@@ -20,7 +20,6 @@ ILLEGAL_SASL_STATE and the connection stays open, as on Kafka 2.3.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import ssl
@@ -34,7 +33,6 @@ from aiogroup.testing import wire
 from aiogroup.testing.listeners import Listener
 from aiogroup.testing.sasl import (
     MECHANISMS,
-    SaslCredentials,
     SaslRejected,
     SaslServer,
     sasl_server,
@@ -45,10 +43,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ListenerSecurity",
-    "add_cli_arguments",
     "already_authenticated",
     "authenticate",
-    "cli_security",
     "resolve_listeners",
 ]
 
@@ -218,76 +214,3 @@ async def authenticate(
                 conn, f"unexpected {request.api_name} request during SASL authentication"
             )
             return None
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
-    """The TLS and SASL options of ``python -m aiogroup.testing.embedded.broker``."""
-    group = parser.add_argument_group("TLS and SASL listeners (beside PLAINTEXT on --port)")
-    group.add_argument(
-        "--listener",
-        action="append",
-        default=[],
-        metavar="NAME:PORT[:PROTOCOL]",
-        help="add a listener, e.g. SASL_SSL:9094 or CLIENTS:9095:SSL (repeatable)",
-    )
-    group.add_argument("--ssl-cert", help="PEM certificate chain of the TLS listeners")
-    group.add_argument("--ssl-key", help="PEM private key of --ssl-cert")
-    group.add_argument("--ssl-cafile", help="PEM CAs that client certificates must chain to")
-    group.add_argument(
-        "--ssl-client-auth",
-        choices=("none", "requested", "required"),
-        default="none",
-        help="ask TLS clients for a certificate (Kafka's ssl.client.auth)",
-    )
-    group.add_argument(
-        "--plain-user", action="append", default=[], metavar="USER:PASSWORD",
-        help="a SASL/PLAIN user (repeatable)",
-    )  # fmt: skip
-    group.add_argument(
-        "--scram-user", action="append", default=[], metavar="USER:PASSWORD",
-        help="a SCRAM-SHA-256 and SCRAM-SHA-512 user (repeatable)",
-    )  # fmt: skip
-    group.add_argument(
-        "--sasl-mechanisms",
-        default=",".join(MECHANISMS),
-        help=f"mechanisms the SASL listeners enable (default {','.join(MECHANISMS)})",
-    )
-
-
-def cli_security(args: argparse.Namespace) -> dict[str, Any]:
-    """EmbeddedBroker keyword arguments from :func:`add_cli_arguments`' options."""
-    listeners: list[Listener] = []
-    for spec in args.listener:
-        parts = spec.split(":")
-        if len(parts) not in (2, 3) or not parts[1].isdigit():
-            raise ConfigurationError(f"bad --listener {spec!r} (want NAME:PORT[:PROTOCOL])")
-        listeners.append(Listener(parts[0], int(parts[1]), parts[2] if len(parts) == 3 else None))
-    context = None
-    if args.ssl_cert:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=args.ssl_cafile)
-        context.load_cert_chain(args.ssl_cert, args.ssl_key)
-        context.verify_mode = {
-            "none": ssl.CERT_NONE,
-            "requested": ssl.CERT_OPTIONAL,
-            "required": ssl.CERT_REQUIRED,
-        }[args.ssl_client_auth]
-    credentials = SaslCredentials()
-    for option, store in (
-        (args.plain_user, credentials.set_plain),
-        (args.scram_user, credentials.set_scram),
-    ):
-        for spec in option:
-            user, sep, password = spec.partition(":")
-            if not sep or not user:
-                raise ConfigurationError(f"bad user {spec!r} (want USER:PASSWORD)")
-            store(user, password)
-    mechanisms = [m.strip() for m in args.sasl_mechanisms.split(",") if m.strip()]
-    return {
-        "listeners": listeners,
-        "ssl_context": context,
-        "sasl_credentials": credentials,
-        "sasl_mechanisms": mechanisms,
-    }

@@ -40,22 +40,19 @@ The coordinator's ``flavour`` (``CoordinatorConfig.flavour``) also sets the API 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import functools
 import itertools
 import logging
-import signal
 import ssl
-import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from concurrent.futures import Future as ConcurrentFuture
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiogroup.errors import ConfigurationError, RemoteProtocolError, TruncatedError
+from aiogroup.lazy import lazy_attributes
 from aiogroup.testing import wire
 from aiogroup.testing.embedded import auth
 from aiogroup.testing.embedded.coordinator import (
@@ -74,13 +71,28 @@ from aiogroup.testing.embedded.coordinator import (
     SyncGroupRequestData,
     SyncGroupResponseData,
 )
-from aiogroup.testing.embedded.faults import GROUP_APIS, FaultEvent, FaultRule, Faults
+from aiogroup.testing.embedded.faults import GROUP_APIS, Faults
 from aiogroup.testing.embedded.log import CorruptBatchError, Log
 from aiogroup.testing.listeners import Listener
-from aiogroup.testing.loop_thread import start_loop_thread, stop_loop_thread
 from aiogroup.testing.sasl import MECHANISMS, SaslCredentials
 
+if TYPE_CHECKING:
+    from aiogroup.testing.embedded.cli import main
+    from aiogroup.testing.embedded.client import RawClient
+    from aiogroup.testing.embedded.threaded import ThreadedBroker
+
 __all__ = ["EmbeddedBroker", "RawClient", "ThreadedBroker", "main"]
+
+# ThreadedBroker, RawClient and the command line have modules of their own (threaded.py,
+# client.py, cli.py); they stay importable from here, where they used to live.
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "ThreadedBroker": "aiogroup.testing.embedded.threaded",
+        "RawClient": "aiogroup.testing.embedded.client",
+        "main": "aiogroup.testing.embedded.cli",
+    },
+)
 
 logger = logging.getLogger("aiogroup.testing.embedded.broker")
 
@@ -1195,312 +1207,7 @@ def _with_error(values: Values, error_code: int) -> Values:
     return out
 
 
-class ThreadedBroker:
-    """An :class:`EmbeddedBroker` on its own event loop in a daemon thread, for blocking code.
+if __name__ == "__main__":  # python -m aiogroup.testing.embedded.broker, the older spelling
+    from aiogroup.testing.embedded.cli import main
 
-    Calls that touch the broker are forwarded to its loop; they block the caller until done.
-    """
-
-    def __init__(self, **kwargs: Any) -> None:
-        self._kwargs = kwargs
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._broker: EmbeddedBroker | None = None
-
-    @property
-    def broker(self) -> EmbeddedBroker:
-        if self._broker is None:
-            raise ConfigurationError("the threaded broker is not started")
-        return self._broker
-
-    @property
-    def bootstrap(self) -> str:
-        return self.broker.bootstrap
-
-    @property
-    def faults(self) -> _ThreadedFaults:
-        return _ThreadedFaults(self)
-
-    def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
-        """Run ``fn()`` on the broker's loop and return its result."""
-
-        async def run() -> T:
-            return fn()
-
-        return self.run(run(), timeout)
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
-        if self._loop is None:
-            coro.close()
-            raise ConfigurationError("the threaded broker is not started")
-        fut: ConcurrentFuture[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        return fut.result(timeout)
-
-    def start(self) -> ThreadedBroker:
-        if self._thread is not None:
-            return self
-        self._loop, self._thread, self._broker = start_loop_thread(
-            lambda: EmbeddedBroker(**self._kwargs).start(),
-            name="aiogroup-embedded-broker",
-            timeout=30,
-        )
-        return self
-
-    def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        with contextlib.suppress(Exception):
-            self.run(self.broker.stop(), 15)
-        stop_loop_thread(loop, thread, 15)
-        self._loop = self._thread = None
-
-    def restart(self) -> None:
-        self.run(self.broker.restart())
-
-    def group(self, group_id: str) -> GroupView | None:
-        return self.call(lambda: self.broker.group(group_id))
-
-    def wait_for_group(
-        self, group_id: str, predicate: Callable[[GroupView | None], bool], timeout: float = 10.0
-    ) -> GroupView | None:
-        """Block until ``predicate(view)`` holds; raises ``TimeoutError`` after ``timeout``."""
-        return self.run(self.broker.wait_for_group(group_id, predicate, timeout), timeout + 5)
-
-    def create_topic(self, name: str, num_partitions: int = 1) -> None:
-        self.call(lambda: self.broker.create_topic(name, num_partitions))
-
-    def __enter__(self) -> ThreadedBroker:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-class _ThreadedFaults:
-    """``broker.faults`` of a :class:`ThreadedBroker`: the same calls, run on the broker loop."""
-
-    def __init__(self, owner: ThreadedBroker) -> None:
-        self._owner = owner
-
-    def delay(self, api: str | int, seconds: float, **kw: Any) -> FaultRule:
-        return self._owner.call(lambda: self._owner.broker.faults.delay(api, seconds, **kw))
-
-    def drop(self, api: str | int, **kw: Any) -> FaultRule:
-        return self._owner.call(lambda: self._owner.broker.faults.drop(api, **kw))
-
-    def fail(self, api: str | int, error_code: int, **kw: Any) -> FaultRule:
-        return self._owner.call(lambda: self._owner.broker.faults.fail(api, error_code, **kw))
-
-    def cut(self, **kw: Any) -> int:
-        return self._owner.call(lambda: self._owner.broker.faults.cut(**kw))
-
-    def clear(self) -> None:
-        self._owner.call(self._owner.broker.faults.clear)
-
-    def group_state(self, group_id: str) -> GroupView | None:
-        return self._owner.group(group_id)
-
-    def generation(self, group_id: str) -> int:
-        return self._owner.call(lambda: self._owner.broker.faults.generation(group_id))
-
-    @property
-    def events(self) -> list[FaultEvent]:
-        return self._owner.call(lambda: list(self._owner.broker.faults.events))
-
-    def events_of(self, action: str) -> list[FaultEvent]:
-        return self._owner.call(lambda: self._owner.broker.faults.events_of(action))
-
-
-class RawClient:
-    """A bare Kafka connection for tests that drive the protocol by hand.
-
-    ``await client.request("JoinGroup", 5, {...})`` encodes the request from a dict with
-    kafka-python's classes and returns the decoded response object; with ``None`` for the
-    version the client negotiates it (ApiVersions, once per connection): the highest version
-    both the broker and the embedded broker's codecs speak. Requests on one client are answered
-    in order (one connection), so concurrent members need one client each.
-    """
-
-    def __init__(self, bootstrap: str, *, client_id: str = "aiogroup-raw") -> None:
-        host, _, port = bootstrap.rpartition(":")
-        self.host = host or "127.0.0.1"
-        self.port = int(port)
-        self.client_id = client_id
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._lock = asyncio.Lock()
-        self._correlation = itertools.count(1)
-        self._versions: dict[int, tuple[int, int]] | None = None
-
-    async def broker_versions(self) -> dict[int, tuple[int, int]]:
-        """The broker's ApiVersions answer (asked once, with v0, which every broker speaks)."""
-        if self._versions is None:
-            resp = await self.request("ApiVersions", 0, {})
-            if resp.error_code:
-                raise RemoteProtocolError(f"ApiVersions failed with error {resp.error_code}")
-            self._versions = {
-                int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys
-            }
-        return self._versions
-
-    async def version(self, api: str | int, at_most: int | None = None) -> int:
-        """The highest version of ``api`` both sides speak, capped at ``at_most`` (for a
-        caller that builds the request in the shape of older versions); ``ConfigurationError``
-        if there is none."""
-        api_key = api if isinstance(api, int) else wire.API_KEYS_BY_NAME[api]
-        ours = wire.SUPPORTED_VERSIONS.get(api_key)
-        if ours is not None and at_most is not None:
-            ours = (ours[0], min(ours[1], at_most))
-        theirs = (await self.broker_versions()).get(api_key)
-        if ours is None or theirs is None or max(ours[0], theirs[0]) > min(ours[1], theirs[1]):
-            raise ConfigurationError(
-                f"no common version of {wire.API_NAMES.get(api_key, api_key)}: "
-                f"ours {ours}, the broker's {theirs}"
-            )
-        return min(ours[1], theirs[1])
-
-    async def connect(self) -> RawClient:
-        self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        return self
-
-    async def close(self) -> None:
-        self._versions = None
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-
-    async def __aenter__(self) -> RawClient:
-        return await self.connect()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def send_raw(self, data: bytes) -> None:
-        if self._writer is None:
-            raise ConfigurationError("RawClient is not connected")
-        self._writer.write(data)
-        await self._writer.drain()
-
-    async def read_frame(self) -> bytes:
-        """One response payload (without its length prefix); EOF raises IncompleteReadError."""
-        if self._reader is None:
-            raise ConfigurationError("RawClient is not connected")
-        size = wire.frame_size(await self._reader.readexactly(4))
-        return await self._reader.readexactly(size)
-
-    async def request(
-        self,
-        api: str | int,
-        version: int | None,
-        values: Mapping[str, Any],
-        timeout: float = 30.0,
-        *,
-        at_most: int | None = None,
-    ) -> Any:
-        """One request; ``version`` None negotiates it (capped at ``at_most``)."""
-        api_key = api if isinstance(api, int) else wire.API_KEYS_BY_NAME[api]
-        if version is None:
-            version = await self.version(api_key, at_most)
-        async with self._lock:
-            correlation_id = next(self._correlation)
-            frame = wire.encode_request(
-                api_key, version, values, correlation_id=correlation_id, client_id=self.client_id
-            )
-            await self.send_raw(frame)
-            async with asyncio.timeout(timeout):
-                payload = await self.read_frame()
-        response = wire.decode_response(api_key, version, payload)
-        got = response.header.correlation_id
-        if got != correlation_id:
-            raise RemoteProtocolError(f"correlation id {got} != {correlation_id}")
-        return response
-
-
-# --- command line ---------------------------------------------------------------------------
-
-
-def _parse_topic(spec: str) -> tuple[str, int]:
-    name, _, count = spec.partition(":")
-    try:
-        return name, int(count or "1")
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"bad topic spec {spec!r} (want NAME[:PARTITIONS])"
-        ) from None
-
-
-async def _run_cli(args: argparse.Namespace) -> None:
-    config = CoordinatorConfig(
-        initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
-        group_min_session_timeout_ms=args.group_min_session_timeout_ms,
-        flavour=args.flavour,
-    )
-    broker = EmbeddedBroker(
-        host=args.host,
-        port=args.port,
-        topics=dict(args.topic or []),
-        auto_create_topics=not args.no_auto_create_topics,
-        num_partitions=args.num_partitions,
-        coordinator_config=config,
-        **auth.cli_security(args),
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    async with broker:
-        print(f"aiogroup embedded broker listening on {broker.bootstrap}", flush=True)
-        for listener in broker.listeners:
-            print(
-                f"  {listener.name} ({listener.security_protocol}) on port {listener.port}",
-                flush=True,
-            )
-        await stop.wait()
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m aiogroup.testing.embedded.broker",
-        description="aiogroup's embedded Kafka broker",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=9092)
-    parser.add_argument(
-        "--topic",
-        action="append",
-        type=_parse_topic,
-        help="create NAME[:PARTITIONS] at start (repeatable)",
-    )
-    parser.add_argument(
-        "--num-partitions", type=int, default=1, help="partitions of auto-created topics"
-    )
-    parser.add_argument("--no-auto-create-topics", action="store_true")
-    parser.add_argument("--initial-rebalance-delay-ms", type=int, default=0)
-    parser.add_argument("--group-min-session-timeout-ms", type=int, default=6000)
-    parser.add_argument(
-        "--flavour",
-        choices=["kafka4", "kafka3", "kafka2"],
-        default="kafka4",
-        help="the Kafka generation whose coordinator rules to follow (kafka2: Kafka 2.3)",
-    )
-    parser.add_argument("--log-level", default="WARNING")
-    auth.add_cli_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run_cli(args))
-
-
-if __name__ == "__main__":
     main()
