@@ -3,7 +3,7 @@
 This module is pure: no asyncio, no sockets, no clock. Time is the ``now`` argument (seconds, any
 monotonic origin) of every call. Requests and responses are plain dataclasses
 (:mod:`~aiogroup.testing.embedded.messages`); the asyncio server's group APIs
-(:mod:`aiogroup.testing.embedded.broker`) translate kafka-python's wire classes to and from
+(:mod:`aiogroup.testing.embedded.group_apis`) translate kafka-python's wire classes to and from
 them.
 
 Rules follow Apache Kafka's classic group coordinator (``GroupCoordinator.scala`` /

@@ -4,7 +4,7 @@ Plain frozen dataclasses, one family per Kafka API (JoinGroup, SyncGroup, Heartb
 LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups), the snapshots it offers
 for inspection (:class:`GroupView`), and the error codes it answers with (:class:`ErrorCode`).
 The coordinator (:mod:`aiogroup.testing.embedded.coordinator`) takes and returns them; the
-server's group APIs (:mod:`aiogroup.testing.embedded.broker`) translate kafka-python's wire
+server's group APIs (:mod:`aiogroup.testing.embedded.group_apis`) translate kafka-python's wire
 classes to and from them. ``api_version`` in a request is the wire version the client used.
 """
 
