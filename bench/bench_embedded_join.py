@@ -27,8 +27,8 @@ from typing import Any
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from aiogroup.testing.embedded.broker import ThreadedBroker
-from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+from aiogroup.testing.embedded.rules import CoordinatorConfig
+from aiogroup.testing.embedded.threaded import ThreadedBroker
 from aiogroup.testing.launchers.tansu import TansuBroker, find_tansu
 
 

@@ -454,7 +454,7 @@ class RunResult:
 
 @contextlib.contextmanager
 def embedded_broker_process(partitions: int) -> Iterator[str]:
-    """``python -m aiogroup.testing.embedded.broker`` on a free loopback port, stopped by pid;
+    """``python -m aiogroup.testing.embedded`` on a free loopback port, stopped by pid;
     topics
     are created on first use with ``partitions`` partitions."""
     from aiogroup.testing.launchers.processes import terminate
@@ -462,7 +462,7 @@ def embedded_broker_process(partitions: int) -> Iterator[str]:
 
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "aiogroup.testing.embedded.broker", "--host", "127.0.0.1",
+        [sys.executable, "-m", "aiogroup.testing.embedded", "--host", "127.0.0.1",
          "--port", str(port), "--group-min-session-timeout-ms", "1000",
          "--initial-rebalance-delay-ms", "0", "--num-partitions", str(partitions)],
         stdout=subprocess.PIPE,

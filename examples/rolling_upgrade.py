@@ -172,7 +172,7 @@ class DescribeGroupsProbe:
         self.timeout = timeout
 
     async def snapshot(self, group_id: str) -> GroupSnapshot:
-        from aiogroup.testing.embedded.broker import RawClient
+        from aiogroup.testing.embedded.client import RawClient
 
         async with RawClient(self.bootstrap, client_id="rolling-upgrade-probe") as client:
             version = await client.version("FindCoordinator")

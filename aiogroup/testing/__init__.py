@@ -1,9 +1,9 @@
 """Brokers for tests and demos.
 
 * :class:`EmbeddedBroker` (``aiogroup.testing.embedded.broker``): our in-process, Kafka-faithful
-  broker
-  (wire protocol, classic group coordinator, in-memory log, fault injection);
-  :class:`ThreadedBroker` runs one on its own thread; :class:`RawClient` sends raw requests.
+  broker (wire protocol, classic group coordinator, in-memory log, fault injection);
+  :class:`ThreadedBroker` (``aiogroup.testing.embedded.threaded``) runs one on its own thread;
+  :class:`RawClient` (``aiogroup.testing.embedded.client``) sends raw requests.
 * :class:`TansuBroker` (``aiogroup.testing.launchers.tansu``): the Tansu binary from the ``broker``
   extra.
 * :class:`KafkaBroker` (``aiogroup.testing.launchers.kafka``): real Apache Kafka on the local JVM,
@@ -27,9 +27,13 @@ from typing import TYPE_CHECKING
 from aiogroup.lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient, ThreadedBroker
-    from aiogroup.testing.embedded.coordinator import CoordinatorConfig, GroupCoordinator, GroupView
+    from aiogroup.testing.embedded.broker import EmbeddedBroker
+    from aiogroup.testing.embedded.client import RawClient
+    from aiogroup.testing.embedded.coordinator import GroupCoordinator
     from aiogroup.testing.embedded.faults import FaultEvent, FaultRule, Faults
+    from aiogroup.testing.embedded.messages import GroupView
+    from aiogroup.testing.embedded.rules import CoordinatorConfig
+    from aiogroup.testing.embedded.threaded import ThreadedBroker
     from aiogroup.testing.launchers.kafka import KafkaBroker, KafkaUnavailableError, kafka_available
     from aiogroup.testing.launchers.tansu import TansuBroker, docker_engine_available, free_port
     from aiogroup.testing.listeners import Listener
@@ -62,11 +66,11 @@ __all__ = [
 
 _WHERE = {
     "EmbeddedBroker": ".embedded.broker",
-    "RawClient": ".embedded.broker",
-    "ThreadedBroker": ".embedded.broker",
-    "CoordinatorConfig": ".embedded.coordinator",
+    "RawClient": ".embedded.client",
+    "ThreadedBroker": ".embedded.threaded",
+    "CoordinatorConfig": ".embedded.rules",
     "GroupCoordinator": ".embedded.coordinator",
-    "GroupView": ".embedded.coordinator",
+    "GroupView": ".embedded.messages",
     "FaultEvent": ".embedded.faults",
     "FaultRule": ".embedded.faults",
     "Faults": ".embedded.faults",

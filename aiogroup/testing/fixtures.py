@@ -47,8 +47,9 @@ from typing import Any, TypeVar, cast
 
 import pytest
 
-from aiogroup.testing.embedded.broker import EmbeddedBroker, ThreadedBroker
-from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+from aiogroup.testing.embedded.broker import EmbeddedBroker
+from aiogroup.testing.embedded.rules import CoordinatorConfig
+from aiogroup.testing.embedded.threaded import ThreadedBroker
 from aiogroup.testing.launchers.kafka import (
     KAFKA4_VERSION,
     KAFKA39_VERSION,

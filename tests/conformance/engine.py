@@ -27,8 +27,9 @@ from typing import Any
 import pytest
 
 from aiogroup.testing import wire
-from aiogroup.testing.embedded.broker import ThreadedBroker
-from aiogroup.testing.embedded.coordinator import RULES, CoordinatorConfig, GroupCoordinator
+from aiogroup.testing.embedded.coordinator import GroupCoordinator
+from aiogroup.testing.embedded.rules import RULES, CoordinatorConfig
+from aiogroup.testing.embedded.threaded import ThreadedBroker
 from aiogroup.testing.fixtures import BrokerHandle, session_kafka, start_broker
 from aiogroup.testing.launchers.kafka import KafkaBroker
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiogroup.protocol import decode_assignment
-from aiogroup.testing.embedded.broker import RawClient
+from aiogroup.testing.embedded.client import RawClient
 from aiogroup.testing.fixtures import BrokerHandle
 
 from .peers import Peers, create_topic, produce

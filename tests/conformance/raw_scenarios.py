@@ -1,6 +1,7 @@
 """Raw-protocol scenarios: each rule of the classic coordinator driven by hand on one connection
 per member, its outcome recorded (see ``scenarios.py``). Kafka's code for each rule is cited
-where the embedded broker implements it (``aiogroup/testing/embedded/coordinator.py``).
+where the embedded broker implements it (``aiogroup/testing/embedded/``: ``coordinator.py``,
+``member_requests.py``, ``rebalance.py``; what differs per Kafka version: ``rules.py``).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiogroup.protocol import Subscription, encode_subscription
-from aiogroup.testing.embedded.broker import RawClient
+from aiogroup.testing.embedded.client import RawClient
 from aiogroup.testing.embedded.hashorder import FLAVOUR_MAPS, KeyOrder
 from aiogroup.testing.fixtures import BrokerHandle
 

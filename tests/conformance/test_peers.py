@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aiogroup.testing.embedded.broker import ThreadedBroker
+from aiogroup.testing.embedded.threaded import ThreadedBroker
 from aiogroup.testing.fixtures import BrokerHandle
 
 from .peers import Peers, create_topic

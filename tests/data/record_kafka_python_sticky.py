@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from aiogroup.client import GroupMember
-from aiogroup.testing.embedded.broker import ThreadedBroker
-from aiogroup.testing.embedded.coordinator import CoordinatorConfig, GroupView
+from aiogroup.testing.embedded.messages import GroupView
+from aiogroup.testing.embedded.rules import CoordinatorConfig
+from aiogroup.testing.embedded.threaded import ThreadedBroker
 
 OUT = Path(__file__).with_name("kafka_python_sticky.json")
 DEADLINE_S = 60.0

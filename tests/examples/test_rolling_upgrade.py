@@ -23,7 +23,8 @@ import pytest
 from aiogroup.assignors.base import RebalanceProtocol
 from aiogroup.errors import ConfigurationError
 from aiogroup.protocol.types import TopicPartition
-from aiogroup.testing.embedded.broker import EmbeddedBroker, ThreadedBroker
+from aiogroup.testing.embedded.broker import EmbeddedBroker
+from aiogroup.testing.embedded.threaded import ThreadedBroker
 from aiogroup.testing.fixtures import apache_kafka  # noqa: F401 - the fixture, found by name
 from aiogroup.testing.launchers.kafka import KafkaBroker
 from examples import rolling_upgrade as ru

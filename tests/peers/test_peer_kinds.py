@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from aiogroup.testing.embedded.broker import ThreadedBroker
+from aiogroup.testing.embedded.threaded import ThreadedBroker
 from aiogroup.testing.fixtures import BrokerHandle
 from aiogroup.testing.launchers.maven import parse_pins
 from aiogroup.testing.peers import JAVA_PINS, peer_command

@@ -19,7 +19,7 @@ import pytest
 
 from aiogroup.client import GroupMember
 from aiogroup.membership import MemberState
-from aiogroup.testing.embedded.broker import RawClient
+from aiogroup.testing.embedded.client import RawClient
 from aiogroup.testing.fixtures import BrokerHandle
 
 from .conftest import (

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from aiogroup.testing.embedded.broker import ThreadedBroker
-from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+from aiogroup.testing.embedded.rules import CoordinatorConfig
+from aiogroup.testing.embedded.threaded import ThreadedBroker
 from aiogroup.testing.launchers.kafka import KafkaBroker, kafka_available, security_config
 from aiogroup.testing.listeners import Listener
 from aiogroup.testing.sasl import SaslCredentials

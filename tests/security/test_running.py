@@ -17,7 +17,7 @@ import pytest
 from aiogroup import GroupMember, TopicPartition
 from aiogroup.errors import SaslAuthenticationError
 from aiogroup.testing.embedded.broker import EmbeddedBroker
-from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+from aiogroup.testing.embedded.rules import CoordinatorConfig
 from aiogroup.testing.listeners import Listener
 from aiogroup.testing.sasl import SaslCredentials
 

@@ -297,7 +297,7 @@ def test_sasl_error_codes_are_registered() -> None:
 
 def test_the_embedded_broker_runs_secured_from_the_command_line(tmp_path: Path) -> None:
     """``python -m aiogroup.testing.tls`` writes the material, ``python -m
-    aiogroup.testing.embedded.broker`` serves SASL_SSL with it; a SCRAM login over TLS works."""
+    aiogroup.testing.embedded`` serves SASL_SSL with it; a SCRAM login over TLS works."""
     done = subprocess.run(
         [sys.executable, "-m", "aiogroup.testing.tls", str(tmp_path)],
         capture_output=True, text=True, timeout=60, check=True,
@@ -306,7 +306,7 @@ def test_the_embedded_broker_runs_secured_from_the_command_line(tmp_path: Path) 
     port, secure = free_port(), free_port()
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "aiogroup.testing.embedded.broker", "--port", str(port),
+            sys.executable, "-m", "aiogroup.testing.embedded", "--port", str(port),
             "--listener", f"SASL_SSL:{secure}", "--ssl-cert", str(tmp_path / "broker.pem"),
             "--ssl-key", str(tmp_path / "broker.key"), "--scram-user", "alice:pw",
             "--sasl-mechanisms", "SCRAM-SHA-512",
@@ -329,7 +329,7 @@ def test_the_embedded_broker_runs_secured_from_the_command_line(tmp_path: Path) 
 
 
 def test_a_restarted_embedded_broker_keeps_its_listener_ports(tmp_path: Path) -> None:
-    from aiogroup.testing.embedded.broker import ThreadedBroker
+    from aiogroup.testing.embedded.threaded import ThreadedBroker
 
     pki = make_pki(tmp_path)
     with ThreadedBroker(

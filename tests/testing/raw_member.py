@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiogroup.protocol import Assignment, Subscription, encode_assignment, encode_subscription
-from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient
+from aiogroup.testing.embedded.broker import EmbeddedBroker
+from aiogroup.testing.embedded.client import RawClient
 
 __all__ = [
     "FATAL",

@@ -14,7 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient, ThreadedBroker
+from aiogroup.testing.embedded.broker import EmbeddedBroker
+from aiogroup.testing.embedded.client import RawClient
+from aiogroup.testing.embedded.threaded import ThreadedBroker
 from aiogroup.testing.launchers.tansu import free_port
 
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(120)]
@@ -193,10 +195,13 @@ def test_admin_topics_with_confluent(threaded: ThreadedBroker) -> None:
     assert "new" not in admin.list_topics(timeout=20).topics
 
 
-def test_runs_as_a_module() -> None:
+@pytest.mark.parametrize(
+    "module", ["aiogroup.testing.embedded", "aiogroup.testing.embedded.broker"]
+)  # the second: the older spelling, kept working
+def test_runs_as_a_module(module: str) -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "aiogroup.testing.embedded.broker",
+        [sys.executable, "-m", module,
          "--port", str(port), "--topic", "x:3"],
         stdout=subprocess.PIPE,
         text=True,
@@ -220,7 +225,7 @@ def test_runs_as_a_module() -> None:
 async def test_aiokafka_group_consumers_split_and_commit() -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+    from aiogroup.testing.embedded.rules import CoordinatorConfig
 
     config = CoordinatorConfig(initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
     async with EmbeddedBroker(topics={"t": 4}, coordinator_config=config) as broker:

@@ -6,7 +6,9 @@ import asyncio
 
 import pytest
 
-from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient, ThreadedBroker
+from aiogroup.testing.embedded.broker import EmbeddedBroker
+from aiogroup.testing.embedded.client import RawClient
+from aiogroup.testing.embedded.threaded import ThreadedBroker
 from aiogroup.testing.fixtures import (  # noqa: F401 - fixtures are found by name
     BrokerHandle,
     embedded_broker,

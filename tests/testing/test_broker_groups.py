@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient
-from aiogroup.testing.embedded.coordinator import CoordinatorConfig, GroupView
+from aiogroup.testing.embedded.broker import EmbeddedBroker
+from aiogroup.testing.embedded.client import RawClient
+from aiogroup.testing.embedded.messages import GroupView
+from aiogroup.testing.embedded.rules import CoordinatorConfig
 
 from .raw_member import FATAL, FENCED, INCONSISTENT, MEMBER_ID_REQUIRED, NONE, RawMember
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient
-from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+from aiogroup.testing.embedded.broker import EmbeddedBroker
+from aiogroup.testing.embedded.client import RawClient
+from aiogroup.testing.embedded.rules import CoordinatorConfig
 
 from .test_broker_wire import closed_by_peer
 
@@ -227,7 +228,7 @@ async def test_command_line_broker_takes_a_flavour() -> None:
     import sys
 
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aiogroup.testing.embedded.broker",
+        sys.executable, "-m", "aiogroup.testing.embedded",
         "--port", "0", "--flavour", "kafka2",
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip

@@ -16,7 +16,8 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from aiogroup.testing import wire
-from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient
+from aiogroup.testing.embedded.broker import EmbeddedBroker
+from aiogroup.testing.embedded.client import RawClient
 
 pytestmark = pytest.mark.timeout(60)
 

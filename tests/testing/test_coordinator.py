@@ -14,11 +14,11 @@ from typing import Any, Generic, TypeVar
 import pytest
 
 from aiogroup.errors import CallbackError, ConfigurationError, LocalProtocolError
-from aiogroup.testing.embedded.coordinator import (
-    CoordinatorCallbackError,
-    CoordinatorConfig,
+from aiogroup.testing.embedded.coordinator import GroupCoordinator
+from aiogroup.testing.embedded.group import ClassicGroup, State
+from aiogroup.testing.embedded.hashorder import JavaMap, java_string_hash
+from aiogroup.testing.embedded.messages import (
     ErrorCode,
-    GroupCoordinator,
     GroupView,
     HeartbeatRequestData,
     JoinGroupRequestData,
@@ -31,8 +31,8 @@ from aiogroup.testing.embedded.coordinator import (
     SyncGroupRequestData,
     SyncGroupResponseData,
 )
-from aiogroup.testing.embedded.group import ClassicGroup, State
-from aiogroup.testing.embedded.hashorder import JavaMap, java_string_hash
+from aiogroup.testing.embedded.rebalance import CoordinatorCallbackError
+from aiogroup.testing.embedded.rules import CoordinatorConfig
 
 T = TypeVar("T")
 

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from aiogroup.testing.embedded.coordinator import (
-    FLAVOURS,
-    RULES,
-    CoordinatorConfig,
+from aiogroup.testing.embedded.coordinator import GroupCoordinator
+from aiogroup.testing.embedded.hashorder import FLAVOUR_MAPS, vote_order
+from aiogroup.testing.embedded.messages import (
     ErrorCode,
-    GroupCoordinator,
     JoinGroupRequestData,
     JoinGroupResponseData,
     MemberIdentity,
@@ -23,7 +21,7 @@ from aiogroup.testing.embedded.coordinator import (
     OffsetFetchRequestData,
     SyncGroupRequestData,
 )
-from aiogroup.testing.embedded.hashorder import FLAVOUR_MAPS, vote_order
+from aiogroup.testing.embedded.rules import FLAVOURS, RULES, CoordinatorConfig
 from tests.testing.test_coordinator import RANGE, Harness, Reply, form_static_group
 
 ALL = pytest.mark.parametrize("flavour", list(FLAVOURS))

@@ -16,7 +16,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from aiogroup.testing.embedded.coordinator import (
+from aiogroup.testing.embedded.group import State
+from aiogroup.testing.embedded.messages import (
     DescribedGroup,
     ErrorCode,
     JoinGroupRequestData,
@@ -25,7 +26,6 @@ from aiogroup.testing.embedded.coordinator import (
     OffsetFetchRequestData,
     SyncGroupResponseData,
 )
-from aiogroup.testing.embedded.group import State
 from tests.testing.test_coordinator import COOP, RANGE, ROUNDROBIN, Harness, Reply
 
 GROUPS = ("g1", "g2")

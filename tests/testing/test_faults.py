@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing.embedded.broker import EmbeddedBroker, RawClient
-from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+from aiogroup.testing.embedded.broker import EmbeddedBroker
+from aiogroup.testing.embedded.client import RawClient
+from aiogroup.testing.embedded.rules import CoordinatorConfig
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from aiogroup.testing.embedded.broker import ThreadedBroker
-from aiogroup.testing.embedded.coordinator import CoordinatorConfig, GroupView
+from aiogroup.testing.embedded.messages import GroupView
+from aiogroup.testing.embedded.rules import CoordinatorConfig
+from aiogroup.testing.embedded.threaded import ThreadedBroker
 
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(90)]
 

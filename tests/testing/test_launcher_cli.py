@@ -175,7 +175,7 @@ def test_kafka_cli_restarts_the_broker_on_sigusr1(clis: list[Cli]) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
 def test_embedded_broker_cli_exits_cleanly(clis: list[Cli], sig: signal.Signals) -> None:
     port = free_port()
-    cli = Cli("aiogroup.testing.embedded.broker", "--port", str(port), "--topic", "t:2")
+    cli = Cli("aiogroup.testing.embedded", "--port", str(port), "--topic", "t:2")
     clis.append(cli)
     cli.wait_for("aiogroup", 30)
     assert partitions_of(f"127.0.0.1:{port}", "t") == 2

@@ -16,39 +16,31 @@ On a SASL listener the broker serves nothing until the client is authenticated (
 
 Once authenticated (and on PLAINTEXT and SSL listeners) SaslHandshake and SaslAuthenticate get
 ILLEGAL_SASL_STATE and the connection stays open, as on Kafka 2.3.
+
+:func:`authenticate` reaches the server only through a :class:`SaslChannel` (one connection:
+read a frame, answer, write raw tokens, refuse, close), which the server implements; this
+module imports nothing of the server's.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import ssl
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiogroup.errors import ConfigurationError, RemoteProtocolError, TruncatedError
 from aiogroup.testing import wire
 from aiogroup.testing.listeners import Listener
-from aiogroup.testing.sasl import (
-    MECHANISMS,
-    SaslCredentials,
-    SaslRejected,
-    SaslServer,
-    sasl_server,
-)
-
-if TYPE_CHECKING:
-    from aiogroup.testing.embedded.broker import EmbeddedBroker, _Connection
+from aiogroup.testing.sasl import MECHANISMS, SaslCredentials, SaslRejected, SaslServer, sasl_server
 
 __all__ = [
     "ListenerSecurity",
-    "add_cli_arguments",
+    "SaslChannel",
     "already_authenticated",
     "authenticate",
-    "cli_security",
     "resolve_listeners",
 ]
 
@@ -114,80 +106,119 @@ def already_authenticated(request: wire.Request) -> dict[str, Any]:
     }
 
 
-async def _read_payload(broker: EmbeddedBroker, conn: _Connection) -> bytes | None:
+class SaslChannel(Protocol):
+    """One connection as :func:`authenticate` sees it. The server implements it
+    (:class:`~aiogroup.testing.embedded.broker.EmbeddedBroker` passes one per connection to a
+    SASL listener); a test may pass a fake."""
+
+    @property
+    def api_versions(self) -> Mapping[int, tuple[int, int]]:
+        """The API versions served (requests are decoded against them)."""
+        ...
+
+    async def read_frame(self) -> bytes:
+        """The next frame's payload. Raises ``asyncio.IncompleteReadError`` when the client
+        went away, :class:`~aiogroup.testing.wire.MalformedRequestError` or
+        :class:`~aiogroup.errors.TruncatedError` for a bad length prefix."""
+        ...
+
+    async def write(self, data: bytes) -> None:
+        """Write raw bytes (the bare tokens of SaslHandshake v0)."""
+        ...
+
+    async def answer(
+        self, api_key: int, api_version: int, correlation_id: int, values: dict[str, Any]
+    ) -> None:
+        """Send a response."""
+        ...
+
+    def api_versions_answer(self, error_code: int) -> dict[str, Any]:
+        """The server's ApiVersions response values, with ``error_code``."""
+        ...
+
+    def identify(self, client_id: str) -> None:
+        """A request named its client id."""
+        ...
+
+    def refuse(self, why: str) -> None:
+        """Note why the connection is being closed (the server then closes it)."""
+        ...
+
+    async def close(self) -> None:
+        """Close the connection once what was written has reached the client."""
+        ...
+
+
+async def _read_payload(channel: SaslChannel) -> bytes | None:
     """One frame's payload, or None when the client went away or sent a bad length."""
     try:
-        size = wire.frame_size(await conn.reader.readexactly(4), broker.max_frame_bytes)
-        return await conn.reader.readexactly(size)
+        return await channel.read_frame()
     except asyncio.IncompleteReadError:
         return None
     except (wire.MalformedRequestError, TruncatedError) as exc:
-        broker._refuse(conn, f"bad frame during SASL authentication: {exc}")
+        channel.refuse(f"bad frame during SASL authentication: {exc}")
         return None
 
 
-async def _close_after(broker: EmbeddedBroker, conn: _Connection, why: str) -> None:
+async def _close_after(channel: SaslChannel, why: str) -> None:
     """Record why and close gracefully, so the answer just written reaches the client."""
-    broker._refuse(conn, why)
-    conn.writer.close()
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(conn.writer.wait_closed(), 5)
+    channel.refuse(why)
+    await channel.close()
 
 
 async def authenticate(
-    broker: EmbeddedBroker, conn: _Connection, enabled: Sequence[str]
+    channel: SaslChannel, enabled: Sequence[str], credentials: SaslCredentials
 ) -> str | None:
-    """Run the SASL exchange on ``conn`` with the ``enabled`` mechanisms; the authenticated
-    user, or None (the connection is closed)."""
+    """Run the SASL exchange on ``channel`` with the ``enabled`` mechanisms against
+    ``credentials``; the authenticated user, or None (the server closes the connection)."""
     exchange: SaslServer | None = None
     legacy = False  # SaslHandshake v0: bare token frames
     while True:
-        payload = await _read_payload(broker, conn)
+        payload = await _read_payload(channel)
         if payload is None:
             return None
         if exchange is not None and legacy:
             try:
                 reply = exchange.respond(payload)
             except SaslRejected as exc:
-                await _close_after(broker, conn, f"SASL/{exchange.mechanism} failed: {exc}")
+                await _close_after(channel, f"SASL/{exchange.mechanism} failed: {exc}")
                 return None
-            conn.writer.write(struct.pack(">i", len(reply)) + reply)
-            await conn.writer.drain()
+            await channel.write(struct.pack(">i", len(reply)) + reply)
             if exchange.complete:
                 return exchange.principal
             continue
         try:
-            request = wire.decode_request(payload, broker.api_versions)
+            request = wire.decode_request(payload, channel.api_versions)
         except wire.UnsupportedRequestError as exc:
             if exc.api_key == _API_VERSIONS:
-                values = broker._api_versions_values(_UNSUPPORTED_VERSION)
-                await broker._send(conn, _API_VERSIONS, 0, exc.correlation_id, values)
+                values = channel.api_versions_answer(_UNSUPPORTED_VERSION)
+                await channel.answer(_API_VERSIONS, 0, exc.correlation_id, values)
                 continue
-            broker._refuse(conn, f"during SASL authentication: {exc}")
+            channel.refuse(f"during SASL authentication: {exc}")
             return None
         except RemoteProtocolError as exc:
-            broker._refuse(conn, f"malformed request during SASL authentication: {exc}")
+            channel.refuse(f"malformed request during SASL authentication: {exc}")
             return None
         if request.client_id:
-            conn.client_id = request.client_id
+            channel.identify(request.client_id)
 
         async def answer(values: dict[str, Any], request: wire.Request = request) -> None:
-            await broker._send(
-                conn, request.api_key, request.api_version, request.correlation_id, values
+            await channel.answer(
+                request.api_key, request.api_version, request.correlation_id, values
             )
 
         if request.api_key == _API_VERSIONS:
-            await answer(broker._api_versions_values())
+            await answer(channel.api_versions_answer(0))
         elif request.api_key == _HANDSHAKE and exchange is None:
             mechanism = request.body.mechanism
             if mechanism not in enabled:
                 await answer(
                     {"error_code": _UNSUPPORTED_SASL_MECHANISM, "mechanisms": list(enabled)}
                 )
-                await _close_after(broker, conn, f"unsupported SASL mechanism {mechanism!r}")
+                await _close_after(channel, f"unsupported SASL mechanism {mechanism!r}")
                 return None
             await answer({"error_code": 0, "mechanisms": list(enabled)})
-            exchange = sasl_server(mechanism, broker.sasl_credentials)
+            exchange = sasl_server(mechanism, credentials)
             legacy = request.api_version == 0
         elif request.api_key == _AUTHENTICATE and exchange is not None:
             try:
@@ -201,7 +232,7 @@ async def authenticate(
                         "session_lifetime_ms": 0,
                     }
                 )
-                await _close_after(broker, conn, f"SASL/{exchange.mechanism} failed: {exc}")
+                await _close_after(channel, f"SASL/{exchange.mechanism} failed: {exc}")
                 return None
             await answer(
                 {"error_code": 0, "error_message": None, "auth_bytes": token,
@@ -211,83 +242,8 @@ async def authenticate(
                 return exchange.principal
         elif request.api_key == _HANDSHAKE:
             await answer({"error_code": _ILLEGAL_SASL_STATE, "mechanisms": []})
-            await _close_after(broker, conn, "a second SaslHandshake")
+            await _close_after(channel, "a second SaslHandshake")
             return None
         else:
-            broker._refuse(
-                conn, f"unexpected {request.api_name} request during SASL authentication"
-            )
+            channel.refuse(f"unexpected {request.api_name} request during SASL authentication")
             return None
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
-    """The TLS and SASL options of ``python -m aiogroup.testing.embedded.broker``."""
-    group = parser.add_argument_group("TLS and SASL listeners (beside PLAINTEXT on --port)")
-    group.add_argument(
-        "--listener",
-        action="append",
-        default=[],
-        metavar="NAME:PORT[:PROTOCOL]",
-        help="add a listener, e.g. SASL_SSL:9094 or CLIENTS:9095:SSL (repeatable)",
-    )
-    group.add_argument("--ssl-cert", help="PEM certificate chain of the TLS listeners")
-    group.add_argument("--ssl-key", help="PEM private key of --ssl-cert")
-    group.add_argument("--ssl-cafile", help="PEM CAs that client certificates must chain to")
-    group.add_argument(
-        "--ssl-client-auth",
-        choices=("none", "requested", "required"),
-        default="none",
-        help="ask TLS clients for a certificate (Kafka's ssl.client.auth)",
-    )
-    group.add_argument(
-        "--plain-user", action="append", default=[], metavar="USER:PASSWORD",
-        help="a SASL/PLAIN user (repeatable)",
-    )  # fmt: skip
-    group.add_argument(
-        "--scram-user", action="append", default=[], metavar="USER:PASSWORD",
-        help="a SCRAM-SHA-256 and SCRAM-SHA-512 user (repeatable)",
-    )  # fmt: skip
-    group.add_argument(
-        "--sasl-mechanisms",
-        default=",".join(MECHANISMS),
-        help=f"mechanisms the SASL listeners enable (default {','.join(MECHANISMS)})",
-    )
-
-
-def cli_security(args: argparse.Namespace) -> dict[str, Any]:
-    """EmbeddedBroker keyword arguments from :func:`add_cli_arguments`' options."""
-    listeners: list[Listener] = []
-    for spec in args.listener:
-        parts = spec.split(":")
-        if len(parts) not in (2, 3) or not parts[1].isdigit():
-            raise ConfigurationError(f"bad --listener {spec!r} (want NAME:PORT[:PROTOCOL])")
-        listeners.append(Listener(parts[0], int(parts[1]), parts[2] if len(parts) == 3 else None))
-    context = None
-    if args.ssl_cert:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=args.ssl_cafile)
-        context.load_cert_chain(args.ssl_cert, args.ssl_key)
-        context.verify_mode = {
-            "none": ssl.CERT_NONE,
-            "requested": ssl.CERT_OPTIONAL,
-            "required": ssl.CERT_REQUIRED,
-        }[args.ssl_client_auth]
-    credentials = SaslCredentials()
-    for option, store in (
-        (args.plain_user, credentials.set_plain),
-        (args.scram_user, credentials.set_scram),
-    ):
-        for spec in option:
-            user, sep, password = spec.partition(":")
-            if not sep or not user:
-                raise ConfigurationError(f"bad user {spec!r} (want USER:PASSWORD)")
-            store(user, password)
-    mechanisms = [m.strip() for m in args.sasl_mechanisms.split(",") if m.strip()]
-    return {
-        "listeners": listeners,
-        "ssl_context": context,
-        "sasl_credentials": credentials,
-        "sasl_mechanisms": mechanisms,
-    }

@@ -2,22 +2,28 @@
 
 It speaks the Kafka wire protocol on 127.0.0.1 (kafka-python 3's schema classes decode and
 encode every message), runs Apache Kafka's classic group coordinator
-(:mod:`aiogroup.testing.embedded.coordinator`, sans-I/O, driven here by the event loop's monotonic
-clock), keeps an in-memory log (:mod:`aiogroup.testing.embedded.log`) for Produce/Fetch/ListOffsets
-and
-offers deterministic fault injection (:mod:`aiogroup.testing.embedded.faults`).
+(:mod:`aiogroup.testing.embedded.coordinator`, sans-I/O, driven by the event loop's monotonic
+clock), keeps an in-memory log (:mod:`aiogroup.testing.embedded.log`) for
+Produce/Fetch/ListOffsets and offers deterministic fault injection
+(:mod:`aiogroup.testing.embedded.faults`).
 
 In-process::
 
     async with EmbeddedBroker(topics={"t": 3}) as broker:
         consumer = AIOKafkaConsumer("t", bootstrap_servers=broker.bootstrap, group_id="g")
 
-From blocking code (threads, real clients), :class:`ThreadedBroker` runs one on its own loop::
+From blocking code (threads, real clients),
+:class:`~aiogroup.testing.embedded.threaded.ThreadedBroker` runs one on its own loop; raw
+requests: :class:`~aiogroup.testing.embedded.client.RawClient`; as a process:
+``python -m aiogroup.testing.embedded --port 9092`` (:mod:`aiogroup.testing.embedded.cli`).
 
-    with ThreadedBroker() as broker:
-        confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, ...})
-
-As a process: ``python -m aiogroup.testing.embedded.broker --port 9092``.
+This module is the server: listeners, connections, framing, fault injection, dispatch. The
+requests are answered by one handler class per API family, which it composes:
+:mod:`~aiogroup.testing.embedded.group_apis` (the coordinator's APIs, driven through
+:mod:`~aiogroup.testing.embedded.driver`), :mod:`~aiogroup.testing.embedded.data_apis`
+(Produce, Fetch, ListOffsets, Metadata) and :mod:`~aiogroup.testing.embedded.admin_apis`
+(ApiVersions, topics, InitProducerId); :mod:`~aiogroup.testing.embedded.connection` is what
+they share.
 
 TLS and SASL: ``listeners=[Listener("SSL"), Listener("SASL_PLAINTEXT"), Listener("SASL_SSL")]``
 adds listeners beside the PLAINTEXT one (ports in ``broker.ports``); TLS listeners use
@@ -40,87 +46,52 @@ The coordinator's ``flavour`` (``CoordinatorConfig.flavour``) also sets the API 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import functools
 import itertools
 import logging
-import signal
 import ssl
-import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from concurrent.futures import Future as ConcurrentFuture
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from aiogroup.errors import ConfigurationError, RemoteProtocolError, TruncatedError
+from aiogroup.lazy import lazy_attributes
 from aiogroup.testing import wire
 from aiogroup.testing.embedded import auth
-from aiogroup.testing.embedded.coordinator import (
-    CoordinatorConfig,
-    ErrorCode,
-    GroupCoordinator,
-    GroupView,
-    HeartbeatRequestData,
-    JoinGroupRequestData,
-    JoinGroupResponseData,
-    LeaveGroupRequestData,
-    MemberIdentity,
-    OffsetCommitPartition,
-    OffsetCommitRequestData,
-    OffsetFetchRequestData,
-    SyncGroupRequestData,
-    SyncGroupResponseData,
-)
-from aiogroup.testing.embedded.faults import GROUP_APIS, FaultEvent, FaultRule, Faults
-from aiogroup.testing.embedded.log import CorruptBatchError, Log
+from aiogroup.testing.embedded.admin_apis import AdminApis, api_versions_answer
+from aiogroup.testing.embedded.connection import Connection, Handler, Never, Values
+from aiogroup.testing.embedded.coordinator import GroupCoordinator
+from aiogroup.testing.embedded.data_apis import DataApis
+from aiogroup.testing.embedded.driver import CoordinatorDriver
+from aiogroup.testing.embedded.faults import GROUP_APIS, Faults
+from aiogroup.testing.embedded.group_apis import GroupApis
+from aiogroup.testing.embedded.log import Log, valid_topic_name
+from aiogroup.testing.embedded.messages import ErrorCode, GroupView
+from aiogroup.testing.embedded.rules import CoordinatorConfig
 from aiogroup.testing.listeners import Listener
-from aiogroup.testing.loop_thread import start_loop_thread, stop_loop_thread
 from aiogroup.testing.sasl import MECHANISMS, SaslCredentials
+
+if TYPE_CHECKING:
+    from aiogroup.testing.embedded.cli import main
+    from aiogroup.testing.embedded.client import RawClient
+    from aiogroup.testing.embedded.threaded import ThreadedBroker
 
 __all__ = ["EmbeddedBroker", "RawClient", "ThreadedBroker", "main"]
 
+# ThreadedBroker, RawClient and the command line have modules of their own (threaded.py,
+# client.py, cli.py); they stay importable from here, where they used to live.
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "ThreadedBroker": "aiogroup.testing.embedded.threaded",
+        "RawClient": "aiogroup.testing.embedded.client",
+        "main": "aiogroup.testing.embedded.cli",
+    },
+)
+
 logger = logging.getLogger("aiogroup.testing.embedded.broker")
-
-T = TypeVar("T")
-Values = dict[str, Any]
-
-_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-
-
-def _valid_topic_name(name: str | None) -> bool:
-    return (
-        bool(name)
-        and name not in (".", "..")
-        and len(name or "") <= 249
-        and set(name or "") <= _LEGAL_TOPIC_CHARS
-    )
-
-
-@dataclass(eq=False)
-class _Connection:
-    conn_id: int
-    peer: str
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    client_id: str = ""
-    member_ids: set[str] = field(default_factory=set)
-    task: asyncio.Task[None] | None = None
-    #: The listener this connection came in on (None: the PLAINTEXT one) and its SASL user.
-    listener: Listener | None = None
-    principal: str | None = None
-    last_io: float = 0.0
-    idle_timer: asyncio.TimerHandle | None = None
-    closed: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-class _Never:
-    """A handler's result for a request Kafka never answers (the connection stays muted)."""
-
-
-_NEVER = _Never()
 
 
 class EmbeddedBroker:
@@ -183,39 +154,17 @@ class EmbeddedBroker:
         self.faults = Faults(_cutter=self._cut, _group_view=self.coordinator.group_state)
         self._server: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._connections: dict[int, _Connection] = {}
+        self._connections: dict[int, Connection] = {}
         self._conn_ids = itertools.count(1)
-        self._timer: asyncio.TimerHandle | None = None
-        self._data_event = asyncio.Event()
         self._group_event = asyncio.Event()
-        self._producer_ids = itertools.count(1000)
-        self._parked = 0
         self._started_once = False
-        self._handlers: dict[
-            int, Callable[[_Connection, wire.Request], Awaitable[Values | _Never | None]]
-        ]
-        self._handlers = {
-            0: self._produce,
-            1: self._fetch,
-            2: self._list_offsets,
-            3: self._metadata,
-            8: self._offset_commit,
-            9: self._offset_fetch,
-            10: self._find_coordinator,
-            11: self._join_group,
-            12: self._heartbeat,
-            13: self._leave_group,
-            14: self._sync_group,
-            15: self._describe_groups,
-            16: self._list_groups,
-            17: self._sasl_when_authenticated,
-            18: self._api_versions,
-            19: self._create_topics,
-            20: self._delete_topics,
-            22: self._init_producer_id,
-            36: self._sasl_when_authenticated,
-            37: self._create_partitions,
-            42: self._delete_groups,
+        # The request handlers, by API family; each reads the broker's settings as it answers.
+        self._driver = CoordinatorDriver(self.coordinator, on_change=self._changed)
+        self._data = DataApis(self, on_change=self._changed)
+        self._handlers: dict[int, Handler] = {
+            **self._data.handlers(),
+            **GroupApis(self, self._driver).handlers(),
+            **AdminApis(self, self._driver).handlers(),
         }
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -237,11 +186,12 @@ class EmbeddedBroker:
         if self._server is not None:
             return self
         self._loop = asyncio.get_running_loop()
-        self._data_event = asyncio.Event()
+        self._data.reset()
         self._group_event = asyncio.Event()
         self._server = await asyncio.start_server(
             self._serve, self.host, self.port, reuse_address=True, limit=2**16
         )
+        self._driver.start(self._loop)
         sock = self._server.sockets[0]
         self.port = int(sock.getsockname()[1])
         for listener in self.listeners:
@@ -261,7 +211,7 @@ class EmbeddedBroker:
             self.coordinator.failover(self._loop.time())
         self._started_once = True
         self.faults.record("start", detail=self.bootstrap)
-        self._rearm()
+        self._driver.rearm()
         return self
 
     async def stop(self) -> None:
@@ -269,13 +219,11 @@ class EmbeddedBroker:
         server, self._server = self._server, None
         if server is None:
             return
+        self._driver.stop()
         server.close()
         servers, self._listener_servers = self._listener_servers, []
         for extra in servers:
             extra.close()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         conns = list(self._connections.values())
         for conn in conns:
             self._close(conn)
@@ -311,7 +259,7 @@ class EmbeddedBroker:
     def create_topic(self, name: str, num_partitions: int = 1) -> None:
         if name in self.log.topics:
             raise ConfigurationError(f"topic {name!r} exists")
-        if not _valid_topic_name(name):
+        if not valid_topic_name(name):
             raise ConfigurationError(f"invalid topic name {name!r}")
         self.log.create_topic(name, num_partitions)
 
@@ -343,7 +291,7 @@ class EmbeddedBroker:
     @property
     def parked_fetches(self) -> int:
         """Fetch requests waiting for data (long poll)."""
-        return self._parked
+        return self._data.parked
 
     @property
     def connection_count(self) -> int:
@@ -367,14 +315,15 @@ class EmbeddedBroker:
     ) -> None:
         peername = writer.get_extra_info("peername")
         peer = f"/{peername[0]}" if isinstance(peername, tuple) else "/127.0.0.1"
-        conn = _Connection(next(self._conn_ids), peer, reader, writer, listener=listener)
+        conn = Connection(next(self._conn_ids), peer, reader, writer, listener=listener)
         conn.task = asyncio.current_task()
         self._connections[conn.conn_id] = conn
         self._touch(conn)
         try:
             if listener is not None and listener.sasl:
                 enabled = self._security[listener.name].mechanisms
-                conn.principal = await auth.authenticate(self, conn, enabled)
+                channel = _SaslChannel(self, conn)
+                conn.principal = await auth.authenticate(channel, enabled, self.sasl_credentials)
                 if conn.principal is None:
                     return
             await self._read_loop(conn)
@@ -391,7 +340,7 @@ class EmbeddedBroker:
             self._connections.pop(conn.conn_id, None)
             self._close(conn)
 
-    def _close(self, conn: _Connection) -> None:
+    def _close(self, conn: Connection) -> None:
         transport = conn.writer.transport
         if not transport.is_closing():
             transport.abort()
@@ -400,7 +349,7 @@ class EmbeddedBroker:
             conn.idle_timer = None
         conn.closed.set()
 
-    def _touch(self, conn: _Connection) -> None:
+    def _touch(self, conn: Connection) -> None:
         """Note I/O on ``conn``: it is closed once idle for ``connections_max_idle_ms``."""
         loop = self._loop or asyncio.get_running_loop()
         conn.last_io = loop.time()
@@ -409,7 +358,7 @@ class EmbeddedBroker:
                 conn.last_io + self.connections_max_idle_ms / 1000, self._idle_check, conn
             )
 
-    def _idle_check(self, conn: _Connection) -> None:
+    def _idle_check(self, conn: Connection) -> None:
         conn.idle_timer = None
         if conn.closed.is_set():
             return
@@ -439,11 +388,11 @@ class EmbeddedBroker:
         )
         return len(victims)
 
-    def _refuse(self, conn: _Connection, why: str) -> None:
+    def _refuse(self, conn: Connection, why: str) -> None:
         logger.warning("closing connection %s from %s: %s", conn.conn_id, conn.peer, why)
         self.faults.record("closed", client_id=conn.client_id or None, detail=why[:300])
 
-    async def _read_loop(self, conn: _Connection) -> None:
+    async def _read_loop(self, conn: Connection) -> None:
         reader = conn.reader
         while True:
             try:
@@ -473,7 +422,7 @@ class EmbeddedBroker:
                         exc.api_key,
                         0,
                         exc.correlation_id,
-                        self._api_versions_values(ErrorCode.UNSUPPORTED_VERSION),
+                        api_versions_answer(self.api_versions, ErrorCode.UNSUPPORTED_VERSION),
                     )
                     continue
                 self._refuse(conn, str(exc))
@@ -486,14 +435,14 @@ class EmbeddedBroker:
             self._note_member(conn, request.body)
             await self._dispatch(conn, request)
 
-    def _note_member(self, conn: _Connection, body: Any) -> None:
+    def _note_member(self, conn: Connection, body: Any) -> None:
         member_id = getattr(body, "member_id", None)
         if isinstance(member_id, str) and member_id:
             conn.member_ids.add(member_id)
 
     async def _send(
         self,
-        conn: _Connection,
+        conn: Connection,
         api_key: int,
         api_version: int,
         correlation_id: int,
@@ -514,7 +463,7 @@ class EmbeddedBroker:
         await conn.writer.drain()
         self._touch(conn)
 
-    async def _dispatch(self, conn: _Connection, request: wire.Request) -> None:
+    async def _dispatch(self, conn: Connection, request: wire.Request) -> None:
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "conn %s %s: %s v%d %r",
@@ -525,7 +474,7 @@ class EmbeddedBroker:
                 request.body,
             )
         rule = self.faults.take(request.api_key, conn.client_id, frozenset(conn.member_ids))
-        values: Values | _Never | None
+        values: Values | Never | None
         if rule is not None and rule.action == "fail" and request.api_key in GROUP_APIS:
             values = {"error_code": rule.error_code}
             if request.api_key == 11:
@@ -541,7 +490,7 @@ class EmbeddedBroker:
                 values = _with_error(values, rule.error_code)
         if values is None:
             return  # e.g. Produce with acks=0
-        if isinstance(values, _Never):
+        if isinstance(values, Never):
             # Kafka never answers this request: the channel stays muted, nothing more is read
             # from it, until it is closed (by the client, the idle timeout or a stop).
             await conn.closed.wait()
@@ -555,629 +504,46 @@ class EmbeddedBroker:
                 await asyncio.sleep(rule.seconds)  # the fault itself, not synchronisation
         await self._send(conn, request.api_key, request.api_version, request.correlation_id, values)
 
-    # --- coordinator plumbing ---------------------------------------------------------------
 
-    def _now(self) -> float:
-        loop = self._loop or asyncio.get_running_loop()
-        return loop.time()
+class _SaslChannel:
+    """One connection to a SASL listener, as the authenticator sees it
+    (:class:`aiogroup.testing.embedded.auth.SaslChannel`)."""
 
-    def _rearm(self) -> None:
-        """(Re)arm the single coordinator timer and wake group watchers."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._server is not None and self._loop is not None:
-            deadline = self.coordinator.next_deadline()
-            if deadline is not None:
-                self._timer = self._loop.call_at(deadline, self._on_timer)
-        self._changed()
+    def __init__(self, broker: EmbeddedBroker, conn: Connection) -> None:
+        self._broker = broker
+        self._conn = conn
 
-    def _on_timer(self) -> None:
-        self._timer = None
-        self.coordinator.on_timer(self._now())
-        self._rearm()
+    @property
+    def api_versions(self) -> Mapping[int, tuple[int, int]]:
+        return self._broker.api_versions
 
-    async def _deferred(self, call: Callable[[Callable[[T], None]], None]) -> T:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[T] = loop.create_future()
+    async def read_frame(self) -> bytes:
+        reader = self._conn.reader
+        size = wire.frame_size(await reader.readexactly(4), self._broker.max_frame_bytes)
+        return await reader.readexactly(size)
 
-        def respond(answer: T) -> None:
-            if not fut.done():
-                fut.set_result(answer)
+    async def write(self, data: bytes) -> None:
+        self._conn.writer.write(data)
+        await self._conn.writer.drain()
 
-        try:
-            call(respond)
-        finally:
-            self._rearm()
-        return await fut
+    async def answer(
+        self, api_key: int, api_version: int, correlation_id: int, values: Values
+    ) -> None:
+        await self._broker._send(self._conn, api_key, api_version, correlation_id, values)
 
-    # --- group APIs -------------------------------------------------------------------------
+    def api_versions_answer(self, error_code: int) -> Values:
+        return api_versions_answer(self._broker.api_versions, error_code)
 
-    async def _join_group(self, conn: _Connection, req: wire.Request) -> Values | _Never:
-        b = req.body
-        v = req.api_version
-        data = JoinGroupRequestData(
-            group_id=b.group_id,
-            member_id=b.member_id or "",
-            protocol_type=b.protocol_type,
-            protocols=[(p.name, bytes(p.metadata or b"")) for p in (b.protocols or [])],
-            session_timeout_ms=b.session_timeout_ms,
-            rebalance_timeout_ms=b.rebalance_timeout_ms if v >= 1 else None,
-            group_instance_id=b.group_instance_id if v >= 5 else None,
-            client_id=conn.client_id,
-            client_host=conn.peer,
-            api_version=v,
-            reason=b.reason if v >= 8 else None,
-        )
-        now = self._now()
-        resp: JoinGroupResponseData | None = await self._deferred(
-            lambda respond: self.coordinator.join_group(data, now, respond=respond)
-        )
-        if resp is None:
-            return _NEVER
-        return {
-            "error_code": resp.error_code,
-            "generation_id": resp.generation_id,
-            "protocol_type": resp.protocol_type,
-            "protocol_name": resp.protocol_name if (resp.protocol_name or v >= 7) else "",
-            "leader": resp.leader,
-            "skip_assignment": resp.skip_assignment,
-            "member_id": resp.member_id,
-            "members": [
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "metadata": m.metadata,
-                }
-                for m in resp.members
-            ],
-        }
+    def identify(self, client_id: str) -> None:
+        self._conn.client_id = client_id
 
-    async def _sync_group(self, conn: _Connection, req: wire.Request) -> Values | _Never:
-        b = req.body
-        v = req.api_version
-        if v >= 5 and (b.protocol_type is None or b.protocol_name is None):
-            # KafkaApis: from v5 both must be present (areMandatoryProtocolTypeAndNamePresent).
-            return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "assignment": b""}
-        data = SyncGroupRequestData(
-            group_id=b.group_id,
-            generation_id=b.generation_id,
-            member_id=b.member_id,
-            assignments=[(a.member_id, bytes(a.assignment or b"")) for a in (b.assignments or [])],
-            group_instance_id=b.group_instance_id if v >= 3 else None,
-            protocol_type=b.protocol_type if v >= 5 else None,
-            protocol_name=b.protocol_name if v >= 5 else None,
-            api_version=v,
-        )
-        now = self._now()
-        resp: SyncGroupResponseData | None = await self._deferred(
-            lambda respond: self.coordinator.sync_group(data, now, respond=respond)
-        )
-        if resp is None:
-            return _NEVER
-        return {
-            "error_code": resp.error_code,
-            "protocol_type": resp.protocol_type,
-            "protocol_name": resp.protocol_name,
-            "assignment": resp.assignment,
-        }
+    def refuse(self, why: str) -> None:
+        self._broker._refuse(self._conn, why)
 
-    async def _heartbeat(self, conn: _Connection, req: wire.Request) -> Values:
-        b = req.body
-        data = HeartbeatRequestData(
-            group_id=b.group_id,
-            generation_id=b.generation_id,
-            member_id=b.member_id,
-            group_instance_id=b.group_instance_id if req.api_version >= 3 else None,
-        )
-        try:
-            resp = self.coordinator.heartbeat(data, self._now())
-        finally:
-            self._rearm()
-        return {"error_code": resp.error_code}
-
-    async def _leave_group(self, conn: _Connection, req: wire.Request) -> Values:
-        b = req.body
-        if req.api_version <= 2:
-            members = [MemberIdentity(member_id=b.member_id)]
-        else:
-            members = [
-                MemberIdentity(
-                    member_id=m.member_id,
-                    group_instance_id=m.group_instance_id,
-                    reason=m.reason if req.api_version >= 5 else None,
-                )
-                for m in (b.members or [])
-            ]
-        try:
-            resp = self.coordinator.leave_group(
-                LeaveGroupRequestData(group_id=b.group_id, members=members), self._now()
-            )
-        finally:
-            self._rearm()
-        error_code = resp.error_code
-        if req.api_version <= 2 and error_code == ErrorCode.NONE and resp.members:
-            error_code = resp.members[0].error_code
-        return {
-            "error_code": error_code,
-            "members": [
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "error_code": m.error_code,
-                }
-                for m in resp.members
-            ],
-        }
-
-    async def _offset_commit(self, conn: _Connection, req: wire.Request) -> Values:
-        b = req.body
-        partitions = [
-            OffsetCommitPartition(
-                topic=t.name,
-                partition=p.partition_index,
-                committed_offset=p.committed_offset,
-                committed_leader_epoch=p.committed_leader_epoch if req.api_version >= 6 else -1,
-                committed_metadata=p.committed_metadata,
-            )
-            for t in (b.topics or [])
-            for p in (t.partitions or [])
-        ]
-        # KafkaApis answers partitions it does not know UNKNOWN_TOPIC_OR_PARTITION itself; the
-        # coordinator sees only the others, and not at all when none is left (so no group is
-        # created by a commit that stores nothing).
-        known = [p for p in partitions if self.log.partition(p.topic, p.partition) is not None]
-        results: dict[tuple[str, int], int] = {
-            (p.topic, p.partition): int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            for p in partitions
-            if self.log.partition(p.topic, p.partition) is None
-        }
-        if known:
-            data = OffsetCommitRequestData(
-                group_id=b.group_id,
-                partitions=known,
-                generation_id=b.generation_id_or_member_epoch,
-                member_id=b.member_id or "",
-                group_instance_id=b.group_instance_id if req.api_version >= 7 else None,
-            )
-            try:
-                resp = self.coordinator.commit_offsets(data, self._now())
-            finally:
-                self._rearm()
-            for topic, partition, error_code in resp.partitions:
-                results[(topic, partition)] = error_code
-        topics: dict[str, list[Values]] = {}
-        for p in partitions:
-            topic, partition = p.topic, p.partition
-            error_code = results[(topic, partition)]
-            topics.setdefault(topic, []).append(
-                {"partition_index": partition, "error_code": error_code}
-            )
-        return {"topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
-
-    def _fetch_group_offsets(
-        self, group_id: str, topics: list[Any] | None, require_stable: bool
-    ) -> tuple[int, list[Values]]:
-        wanted = (
-            None
-            if topics is None
-            else [(t.name, int(p)) for t in topics for p in (t.partition_indexes or [])]
-        )
-        resp = self.coordinator.fetch_offsets(
-            OffsetFetchRequestData(
-                group_id=group_id, partitions=wanted, require_stable=require_stable
-            )
-        )
-        grouped: dict[str, list[Values]] = {}
-        for p in resp.partitions:
-            grouped.setdefault(p.topic, []).append(
-                {
-                    "partition_index": p.partition,
-                    "committed_offset": p.committed_offset,
-                    "committed_leader_epoch": p.committed_leader_epoch,
-                    "metadata": p.metadata,
-                    "error_code": p.error_code,
-                }
-            )
-        return resp.error_code, [{"name": n, "partitions": ps} for n, ps in grouped.items()]
-
-    async def _offset_fetch(self, conn: _Connection, req: wire.Request) -> Values:
-        b = req.body
-        stable = bool(b.require_stable) if req.api_version >= 7 else False
-        if req.api_version >= 8:
-            groups = []
-            for g in b.groups or []:
-                error_code, topics = self._fetch_group_offsets(g.group_id, g.topics, stable)
-                groups.append({"group_id": g.group_id, "topics": topics, "error_code": error_code})
-            return {"groups": groups}
-        error_code, topics = self._fetch_group_offsets(b.group_id, b.topics, stable)
-        if req.api_version == 1 and error_code != ErrorCode.NONE:
-            # v1 has no top-level error: Kafka reports it on every partition.
-            for t in topics:
-                for p in t["partitions"]:
-                    p["error_code"] = error_code
-        return {"topics": topics, "error_code": error_code}
-
-    async def _describe_groups(self, conn: _Connection, req: wire.Request) -> Values:
-        include = bool(req.body.include_authorized_operations) if req.api_version >= 3 else False
-        described = self.coordinator.describe_groups(
-            list(req.body.groups or []),
-            api_version=req.api_version,
-            include_authorized_operations=include,
-        )
-        return {
-            "groups": [
-                {
-                    "error_code": g.error_code,
-                    "group_id": g.group_id,
-                    "group_state": g.group_state,
-                    "protocol_type": g.protocol_type,
-                    "protocol_data": g.protocol_data,
-                    "members": [
-                        {
-                            "member_id": m.member_id,
-                            "group_instance_id": m.group_instance_id,
-                            "client_id": m.client_id,
-                            "client_host": m.client_host,
-                            "member_metadata": m.member_metadata,
-                            "member_assignment": m.member_assignment,
-                        }
-                        for m in g.members
-                    ],
-                    "authorized_operations": _bits(g.authorized_operations),
-                }
-                for g in described
-            ]
-        }
-
-    async def _list_groups(self, conn: _Connection, req: wire.Request) -> Values:
-        states = list(req.body.states_filter or []) if req.api_version >= 4 else []
-        listed = self.coordinator.list_groups(states_filter=states or None)
-        return {
-            "error_code": ErrorCode.NONE,
-            "groups": [
-                {
-                    "group_id": g.group_id,
-                    "protocol_type": g.protocol_type,
-                    "group_state": g.group_state,
-                }
-                for g in listed
-            ],
-        }
-
-    async def _delete_groups(self, conn: _Connection, req: wire.Request) -> Values:
-        try:
-            results = self.coordinator.delete_groups(list(req.body.groups_names or []), self._now())
-        finally:
-            self._rearm()
-        return {
-            "throttle_time_ms": 0,
-            "results": [{"group_id": g, "error_code": code} for g, code in results],
-        }
-
-    def _advertised_port(self, conn: _Connection) -> int:
-        """The port of the listener a request came in on (Kafka answers with that endpoint)."""
-        return conn.listener.port if conn.listener is not None else self.port
-
-    async def _sasl_when_authenticated(self, conn: _Connection, req: wire.Request) -> Values:
-        return auth.already_authenticated(req)
-
-    async def _find_coordinator(self, conn: _Connection, req: wire.Request) -> Values:
-        me = {"node_id": self.node_id, "host": self.host, "port": self._advertised_port(conn)}
-        if req.api_version >= 4:
-            return {
-                "coordinators": [
-                    {"key": key, **me, "error_code": ErrorCode.NONE, "error_message": None}
-                    for key in (req.body.coordinator_keys or [])
-                ]
-            }
-        return {"error_code": ErrorCode.NONE, "error_message": None, **me}
-
-    # --- cluster and topic APIs -------------------------------------------------------------
-
-    def _api_versions_values(self, error_code: int = ErrorCode.NONE) -> Values:
-        return {
-            "error_code": error_code,
-            "api_keys": [
-                {"api_key": key, "min_version": lo, "max_version": hi}
-                for key, (lo, hi) in sorted(self.api_versions.items())
-            ],
-            "throttle_time_ms": 0,
-        }
-
-    async def _api_versions(self, conn: _Connection, req: wire.Request) -> Values:
-        return self._api_versions_values()
-
-    def _topic_metadata(self, name: str, error_code: int = ErrorCode.NONE) -> Values:
-        topic = self.log.topics.get(name)
-        if topic is None:
-            return {
-                "error_code": error_code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                "name": name,
-                "topic_id": None,
-                "is_internal": False,
-                "partitions": [],
-            }
-        return {
-            "error_code": ErrorCode.NONE,
-            "name": name,
-            "topic_id": topic.topic_id,
-            "is_internal": False,
-            "partitions": [
-                {
-                    "error_code": ErrorCode.NONE,
-                    "partition_index": i,
-                    "leader_id": self.node_id,
-                    "leader_epoch": p.leader_epoch,
-                    "replica_nodes": [self.node_id],
-                    "isr_nodes": [self.node_id],
-                    "offline_replicas": [],
-                }
-                for i, p in enumerate(topic.partitions)
-            ],
-        }
-
-    async def _metadata(self, conn: _Connection, req: wire.Request) -> Values:
-        b = req.body
-        v = req.api_version
-        requested = b.topics
-        if requested is None or (v == 0 and not requested):
-            names = sorted(self.log.topics)
-        else:
-            names = [t.name for t in requested]
-        allow_auto = bool(b.allow_auto_topic_creation) if v >= 4 else True
-        topics = []
-        for name in names:
-            if name not in self.log.topics:
-                if not _valid_topic_name(name):
-                    topics.append(
-                        self._topic_metadata(name or "", ErrorCode.INVALID_TOPIC_EXCEPTION)
-                    )
-                    continue
-                if self.auto_create_topics and allow_auto:
-                    self.log.create_topic(name, self.num_partitions)
-            topics.append(self._topic_metadata(name))
-        return {
-            "brokers": [
-                {
-                    "node_id": self.node_id,
-                    "host": self.host,
-                    "port": self._advertised_port(conn),
-                    "rack": None,
-                }
-            ],
-            "cluster_id": self.cluster_id,
-            "controller_id": self.node_id,
-            "topics": topics,
-            "error_code": ErrorCode.NONE,
-        }
-
-    async def _create_topics(self, conn: _Connection, req: wire.Request) -> Values:
-        b = req.body
-        results = []
-        for t in b.topics or []:
-            count = t.num_partitions if t.num_partitions != -1 else self.num_partitions
-            message: str | None = None
-            if not _valid_topic_name(t.name):
-                error_code, message = (
-                    ErrorCode.INVALID_TOPIC_EXCEPTION,
-                    f"invalid topic name {t.name!r}",
-                )
-            elif t.name in self.log.topics:
-                error_code, message = (
-                    ErrorCode.TOPIC_ALREADY_EXISTS,
-                    f"topic {t.name!r} already exists",
-                )
-            elif t.assignments:
-                count = len(t.assignments)
-                error_code = ErrorCode.NONE
-            elif count < 1:
-                error_code, message = (
-                    ErrorCode.INVALID_PARTITIONS,
-                    "number of partitions must be >= 1",
-                )
-            else:
-                error_code = ErrorCode.NONE
-            topic_id = None
-            if error_code == ErrorCode.NONE and not b.validate_only:
-                topic_id = self.log.create_topic(t.name, count).topic_id
-            results.append(
-                {
-                    "name": t.name,
-                    "topic_id": topic_id,
-                    "error_code": error_code,
-                    "error_message": message,
-                    "num_partitions": count if error_code == ErrorCode.NONE else -1,
-                    "replication_factor": 1 if error_code == ErrorCode.NONE else -1,
-                    "configs": [],
-                }
-            )
-        return {"topics": results}
-
-    async def _delete_topics(self, conn: _Connection, req: wire.Request) -> Values:
-        responses = []
-        for name in req.body.topic_names or []:
-            topic = self.log.topics.get(name)
-            found = self.log.delete_topic(name)
-            if topic is not None:
-                # handleDeletedPartitions: the groups' offsets for the topic go with it.
-                try:
-                    self.coordinator.delete_partitions(
-                        [(name, i) for i in range(len(topic.partitions))], self._now()
-                    )
-                finally:
-                    self._rearm()
-            responses.append(
-                {
-                    "name": name,
-                    "error_code": ErrorCode.NONE if found else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                }
-            )
-        return {"responses": responses}
-
-    async def _create_partitions(self, conn: _Connection, req: wire.Request) -> Values:
-        b = req.body
-        results = []
-        for t in b.topics or []:
-            topic = self.log.topics.get(t.name)
-            message: str | None = None
-            if topic is None:
-                error_code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {t.name!r}"
-            elif t.count <= len(topic.partitions):
-                error_code = ErrorCode.INVALID_PARTITIONS
-                message = f"topic has {len(topic.partitions)} partitions; asked for {t.count}"
-            else:
-                error_code = ErrorCode.NONE
-                if not b.validate_only:
-                    self.log.add_partitions(t.name, t.count)
-            results.append({"name": t.name, "error_code": error_code, "error_message": message})
-        return {"results": results}
-
-    async def _init_producer_id(self, conn: _Connection, req: wire.Request) -> Values:
-        return {
-            "error_code": ErrorCode.NONE,
-            "producer_id": next(self._producer_ids),
-            "producer_epoch": 0,
-        }
-
-    # --- data plane -------------------------------------------------------------------------
-
-    async def _produce(self, conn: _Connection, req: wire.Request) -> Values | None:
-        b = req.body
-        appended = False
-        responses = []
-        for t in b.topic_data or []:
-            parts = []
-            for p in t.partition_data or []:
-                log = self.log.partition(t.name, p.index)
-                base, error_code, message = -1, ErrorCode.NONE, None
-                if log is None:
-                    error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif p.records is None:
-                    error_code, message = ErrorCode.CORRUPT_MESSAGE, "null records"
-                else:
-                    try:
-                        base = log.append(bytes(p.records), verify_crc=self.verify_crc)
-                        appended = True
-                    except (CorruptBatchError, TruncatedError) as exc:
-                        error_code, message = ErrorCode.CORRUPT_MESSAGE, str(exc)[:200]
-                parts.append(
-                    {
-                        "index": p.index,
-                        "error_code": error_code,
-                        "base_offset": base,
-                        "log_append_time_ms": -1,
-                        "log_start_offset": log.log_start_offset if log is not None else -1,
-                        "record_errors": [],
-                        "error_message": message,
-                    }
-                )
-            responses.append({"name": t.name, "partition_responses": parts})
-        if appended:
-            event, self._data_event = self._data_event, asyncio.Event()
-            event.set()
-            self._changed()
-        if b.acks == 0:
-            return None
-        return {"responses": responses, "throttle_time_ms": 0}
-
-    def _fetch_once(self, b: Any) -> tuple[list[Values], int, bool]:
-        remaining = b.max_bytes if b.max_bytes and b.max_bytes > 0 else 2**31 - 1
-        total = 0
-        error = False
-        topics = []
-        for t in b.topics or []:
-            parts = []
-            for p in t.partitions or []:
-                log = self.log.partition(t.topic, p.partition)
-                entry: Values = {
-                    "partition_index": p.partition,
-                    "error_code": ErrorCode.NONE,
-                    "high_watermark": -1,
-                    "last_stable_offset": -1,
-                    "log_start_offset": -1,
-                    "aborted_transactions": None,
-                    "preferred_read_replica": -1,
-                    "records": b"",
-                }
-                if log is None:
-                    entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    error = True
-                else:
-                    entry.update(
-                        high_watermark=log.high_watermark,
-                        last_stable_offset=log.high_watermark,
-                        log_start_offset=log.log_start_offset,
-                    )
-                    if not log.log_start_offset <= p.fetch_offset <= log.high_watermark:
-                        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-                        error = True
-                    elif remaining > 0:
-                        limit = min(p.partition_max_bytes, remaining)
-                        data = log.read(p.fetch_offset, max(limit, 1))
-                        entry["records"] = data
-                        total += len(data)
-                        remaining -= len(data)
-                parts.append(entry)
-            topics.append({"topic": t.topic, "partitions": parts})
-        return topics, total, error
-
-    async def _fetch(self, conn: _Connection, req: wire.Request) -> Values:
-        b = req.body
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0, b.max_wait_ms) / 1000
-        while True:
-            event = self._data_event
-            topics, total, error = self._fetch_once(b)
-            wait = deadline - loop.time()
-            if error or total >= max(1, b.min_bytes) or wait <= 0:
-                break
-            # Long poll (Kafka's fetch purgatory): woken by the next append, or the deadline.
-            self._parked += 1
-            self._changed()
-            try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), wait)
-            finally:
-                self._parked -= 1
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.NONE,
-            "session_id": 0,
-            "responses": topics,
-        }
-
-    async def _list_offsets(self, conn: _Connection, req: wire.Request) -> Values:
-        topics = []
-        for t in req.body.topics or []:
-            parts = []
-            for p in t.partitions or []:
-                log = self.log.partition(t.name, p.partition_index)
-                if log is None:
-                    parts.append(
-                        {
-                            "partition_index": p.partition_index,
-                            "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        }
-                    )
-                    continue
-                offset, timestamp = log.offset_for_timestamp(p.timestamp)
-                parts.append(
-                    {
-                        "partition_index": p.partition_index,
-                        "error_code": ErrorCode.NONE,
-                        "timestamp": timestamp,
-                        "offset": offset,
-                        "leader_epoch": log.leader_epoch,
-                    }
-                )
-            topics.append({"name": t.name, "partitions": parts})
-        return {"throttle_time_ms": 0, "topics": topics}
-
-
-def _bits(bitfield: int) -> set[int]:
-    """An int32 bitfield as the set of its bit positions (kafka-python's ``bitfield`` type)."""
-    return {i for i in range(32) if (bitfield & 0xFFFFFFFF) >> i & 1}
+    async def close(self) -> None:
+        self._conn.writer.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._conn.writer.wait_closed(), 5)
 
 
 def _with_error(values: Values, error_code: int) -> Values:
@@ -1195,312 +561,7 @@ def _with_error(values: Values, error_code: int) -> Values:
     return out
 
 
-class ThreadedBroker:
-    """An :class:`EmbeddedBroker` on its own event loop in a daemon thread, for blocking code.
+if __name__ == "__main__":  # python -m aiogroup.testing.embedded.broker, the older spelling
+    from aiogroup.testing.embedded.cli import main
 
-    Calls that touch the broker are forwarded to its loop; they block the caller until done.
-    """
-
-    def __init__(self, **kwargs: Any) -> None:
-        self._kwargs = kwargs
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._broker: EmbeddedBroker | None = None
-
-    @property
-    def broker(self) -> EmbeddedBroker:
-        if self._broker is None:
-            raise ConfigurationError("the threaded broker is not started")
-        return self._broker
-
-    @property
-    def bootstrap(self) -> str:
-        return self.broker.bootstrap
-
-    @property
-    def faults(self) -> _ThreadedFaults:
-        return _ThreadedFaults(self)
-
-    def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
-        """Run ``fn()`` on the broker's loop and return its result."""
-
-        async def run() -> T:
-            return fn()
-
-        return self.run(run(), timeout)
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
-        if self._loop is None:
-            coro.close()
-            raise ConfigurationError("the threaded broker is not started")
-        fut: ConcurrentFuture[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        return fut.result(timeout)
-
-    def start(self) -> ThreadedBroker:
-        if self._thread is not None:
-            return self
-        self._loop, self._thread, self._broker = start_loop_thread(
-            lambda: EmbeddedBroker(**self._kwargs).start(),
-            name="aiogroup-embedded-broker",
-            timeout=30,
-        )
-        return self
-
-    def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        with contextlib.suppress(Exception):
-            self.run(self.broker.stop(), 15)
-        stop_loop_thread(loop, thread, 15)
-        self._loop = self._thread = None
-
-    def restart(self) -> None:
-        self.run(self.broker.restart())
-
-    def group(self, group_id: str) -> GroupView | None:
-        return self.call(lambda: self.broker.group(group_id))
-
-    def wait_for_group(
-        self, group_id: str, predicate: Callable[[GroupView | None], bool], timeout: float = 10.0
-    ) -> GroupView | None:
-        """Block until ``predicate(view)`` holds; raises ``TimeoutError`` after ``timeout``."""
-        return self.run(self.broker.wait_for_group(group_id, predicate, timeout), timeout + 5)
-
-    def create_topic(self, name: str, num_partitions: int = 1) -> None:
-        self.call(lambda: self.broker.create_topic(name, num_partitions))
-
-    def __enter__(self) -> ThreadedBroker:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-class _ThreadedFaults:
-    """``broker.faults`` of a :class:`ThreadedBroker`: the same calls, run on the broker loop."""
-
-    def __init__(self, owner: ThreadedBroker) -> None:
-        self._owner = owner
-
-    def delay(self, api: str | int, seconds: float, **kw: Any) -> FaultRule:
-        return self._owner.call(lambda: self._owner.broker.faults.delay(api, seconds, **kw))
-
-    def drop(self, api: str | int, **kw: Any) -> FaultRule:
-        return self._owner.call(lambda: self._owner.broker.faults.drop(api, **kw))
-
-    def fail(self, api: str | int, error_code: int, **kw: Any) -> FaultRule:
-        return self._owner.call(lambda: self._owner.broker.faults.fail(api, error_code, **kw))
-
-    def cut(self, **kw: Any) -> int:
-        return self._owner.call(lambda: self._owner.broker.faults.cut(**kw))
-
-    def clear(self) -> None:
-        self._owner.call(self._owner.broker.faults.clear)
-
-    def group_state(self, group_id: str) -> GroupView | None:
-        return self._owner.group(group_id)
-
-    def generation(self, group_id: str) -> int:
-        return self._owner.call(lambda: self._owner.broker.faults.generation(group_id))
-
-    @property
-    def events(self) -> list[FaultEvent]:
-        return self._owner.call(lambda: list(self._owner.broker.faults.events))
-
-    def events_of(self, action: str) -> list[FaultEvent]:
-        return self._owner.call(lambda: self._owner.broker.faults.events_of(action))
-
-
-class RawClient:
-    """A bare Kafka connection for tests that drive the protocol by hand.
-
-    ``await client.request("JoinGroup", 5, {...})`` encodes the request from a dict with
-    kafka-python's classes and returns the decoded response object; with ``None`` for the
-    version the client negotiates it (ApiVersions, once per connection): the highest version
-    both the broker and the embedded broker's codecs speak. Requests on one client are answered
-    in order (one connection), so concurrent members need one client each.
-    """
-
-    def __init__(self, bootstrap: str, *, client_id: str = "aiogroup-raw") -> None:
-        host, _, port = bootstrap.rpartition(":")
-        self.host = host or "127.0.0.1"
-        self.port = int(port)
-        self.client_id = client_id
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._lock = asyncio.Lock()
-        self._correlation = itertools.count(1)
-        self._versions: dict[int, tuple[int, int]] | None = None
-
-    async def broker_versions(self) -> dict[int, tuple[int, int]]:
-        """The broker's ApiVersions answer (asked once, with v0, which every broker speaks)."""
-        if self._versions is None:
-            resp = await self.request("ApiVersions", 0, {})
-            if resp.error_code:
-                raise RemoteProtocolError(f"ApiVersions failed with error {resp.error_code}")
-            self._versions = {
-                int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys
-            }
-        return self._versions
-
-    async def version(self, api: str | int, at_most: int | None = None) -> int:
-        """The highest version of ``api`` both sides speak, capped at ``at_most`` (for a
-        caller that builds the request in the shape of older versions); ``ConfigurationError``
-        if there is none."""
-        api_key = api if isinstance(api, int) else wire.API_KEYS_BY_NAME[api]
-        ours = wire.SUPPORTED_VERSIONS.get(api_key)
-        if ours is not None and at_most is not None:
-            ours = (ours[0], min(ours[1], at_most))
-        theirs = (await self.broker_versions()).get(api_key)
-        if ours is None or theirs is None or max(ours[0], theirs[0]) > min(ours[1], theirs[1]):
-            raise ConfigurationError(
-                f"no common version of {wire.API_NAMES.get(api_key, api_key)}: "
-                f"ours {ours}, the broker's {theirs}"
-            )
-        return min(ours[1], theirs[1])
-
-    async def connect(self) -> RawClient:
-        self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        return self
-
-    async def close(self) -> None:
-        self._versions = None
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-
-    async def __aenter__(self) -> RawClient:
-        return await self.connect()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def send_raw(self, data: bytes) -> None:
-        if self._writer is None:
-            raise ConfigurationError("RawClient is not connected")
-        self._writer.write(data)
-        await self._writer.drain()
-
-    async def read_frame(self) -> bytes:
-        """One response payload (without its length prefix); EOF raises IncompleteReadError."""
-        if self._reader is None:
-            raise ConfigurationError("RawClient is not connected")
-        size = wire.frame_size(await self._reader.readexactly(4))
-        return await self._reader.readexactly(size)
-
-    async def request(
-        self,
-        api: str | int,
-        version: int | None,
-        values: Mapping[str, Any],
-        timeout: float = 30.0,
-        *,
-        at_most: int | None = None,
-    ) -> Any:
-        """One request; ``version`` None negotiates it (capped at ``at_most``)."""
-        api_key = api if isinstance(api, int) else wire.API_KEYS_BY_NAME[api]
-        if version is None:
-            version = await self.version(api_key, at_most)
-        async with self._lock:
-            correlation_id = next(self._correlation)
-            frame = wire.encode_request(
-                api_key, version, values, correlation_id=correlation_id, client_id=self.client_id
-            )
-            await self.send_raw(frame)
-            async with asyncio.timeout(timeout):
-                payload = await self.read_frame()
-        response = wire.decode_response(api_key, version, payload)
-        got = response.header.correlation_id
-        if got != correlation_id:
-            raise RemoteProtocolError(f"correlation id {got} != {correlation_id}")
-        return response
-
-
-# --- command line ---------------------------------------------------------------------------
-
-
-def _parse_topic(spec: str) -> tuple[str, int]:
-    name, _, count = spec.partition(":")
-    try:
-        return name, int(count or "1")
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"bad topic spec {spec!r} (want NAME[:PARTITIONS])"
-        ) from None
-
-
-async def _run_cli(args: argparse.Namespace) -> None:
-    config = CoordinatorConfig(
-        initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
-        group_min_session_timeout_ms=args.group_min_session_timeout_ms,
-        flavour=args.flavour,
-    )
-    broker = EmbeddedBroker(
-        host=args.host,
-        port=args.port,
-        topics=dict(args.topic or []),
-        auto_create_topics=not args.no_auto_create_topics,
-        num_partitions=args.num_partitions,
-        coordinator_config=config,
-        **auth.cli_security(args),
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    async with broker:
-        print(f"aiogroup embedded broker listening on {broker.bootstrap}", flush=True)
-        for listener in broker.listeners:
-            print(
-                f"  {listener.name} ({listener.security_protocol}) on port {listener.port}",
-                flush=True,
-            )
-        await stop.wait()
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m aiogroup.testing.embedded.broker",
-        description="aiogroup's embedded Kafka broker",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=9092)
-    parser.add_argument(
-        "--topic",
-        action="append",
-        type=_parse_topic,
-        help="create NAME[:PARTITIONS] at start (repeatable)",
-    )
-    parser.add_argument(
-        "--num-partitions", type=int, default=1, help="partitions of auto-created topics"
-    )
-    parser.add_argument("--no-auto-create-topics", action="store_true")
-    parser.add_argument("--initial-rebalance-delay-ms", type=int, default=0)
-    parser.add_argument("--group-min-session-timeout-ms", type=int, default=6000)
-    parser.add_argument(
-        "--flavour",
-        choices=["kafka4", "kafka3", "kafka2"],
-        default="kafka4",
-        help="the Kafka generation whose coordinator rules to follow (kafka2: Kafka 2.3)",
-    )
-    parser.add_argument("--log-level", default="WARNING")
-    auth.add_cli_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run_cli(args))
-
-
-if __name__ == "__main__":
     main()

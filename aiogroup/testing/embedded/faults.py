@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing.embedded.coordinator import GroupView
+from aiogroup.testing.embedded.messages import GroupView
 from aiogroup.testing.wire import API_KEYS_BY_NAME, API_NAMES
 
 __all__ = ["Action", "FaultEvent", "FaultRule", "Faults"]

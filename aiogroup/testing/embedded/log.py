@@ -34,6 +34,7 @@ __all__ = [
     "PartitionLog",
     "Topic",
     "split_batches",
+    "valid_topic_name",
 ]
 
 BATCH_HEADER_SIZE: Final = 61
@@ -174,6 +175,20 @@ class Topic:
     name: str
     partitions: list[PartitionLog]
     topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def valid_topic_name(name: str | None) -> bool:
+    """Kafka's topic name rule (``Topic.validate``): 1 to 249 of ``[a-zA-Z0-9._-]``, and
+    neither ``.`` nor ``..``."""
+    return (
+        bool(name)
+        and name not in (".", "..")
+        and len(name or "") <= 249
+        and set(name or "") <= _LEGAL_TOPIC_CHARS
+    )
 
 
 class Log:

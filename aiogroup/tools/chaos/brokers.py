@@ -78,7 +78,7 @@ class EmbeddedChaosBroker:
 
     def __init__(self) -> None:
         from aiogroup.testing import ThreadedBroker
-        from aiogroup.testing.embedded.coordinator import CoordinatorConfig
+        from aiogroup.testing.embedded.rules import CoordinatorConfig
 
         config = CoordinatorConfig(initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
         self.threaded = ThreadedBroker(coordinator_config=config).start()
