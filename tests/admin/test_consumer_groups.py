@@ -47,6 +47,11 @@ async def test_a_consumer_group_of_java_members_is_seen_as_it_is(
         for i in range(2)
     ]
     try:
+        # The group exists once a member's first heartbeat reached the coordinator; before
+        # that the command would rightly say it does not (exit 3).
+        async with asyncio.timeout(60):
+            while not (await describe_group(apache_kafka4.bootstrap, group)).consumer_protocol:
+                await asyncio.sleep(0.2)  # polling the coordinator with a bound
         code, text, err = await _cli(
             "watch", group, "--bootstrap", apache_kafka4.bootstrap, "--members", "2",
             "--until", "safe", "--interval", "0.3", "--timeout", "90",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +16,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from aiogroup.testing import wire
 
 PEER_SCRIPT = Path(__file__).with_name("peer_proc.py")
 SESSION_MS = 6000
@@ -38,6 +41,22 @@ def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
         admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()])
     finally:
         admin.close()
+    # A KRaft broker answers CreateTopics before its metadata shows the topic: a member that
+    # joined now would be assigned nothing and rebalance again once it appears.
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    wanted = [{"name": t} for t in topics]
+
+    def visible() -> bool:
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            meta = wire.blocking_request(sock, "Metadata", 1, {"topics": wanted})
+        counts = {
+            t.name: sum(1 for p in t.partitions if p.leader_id >= 0)
+            for t in meta.topics
+            if t.error_code == 0
+        }
+        return all(counts.get(t) == n for t, n in topics.items())
+
+    wait_until(visible, 30, f"metadata to show {sorted(topics)}")
 
 
 def wait_until(
