@@ -216,6 +216,10 @@ class MembershipMachine:
     def is_leader(self) -> bool:
         return bool(self.member_id) and self.leader_id == self.member_id
 
+    def offset_fetch_identity(self) -> tuple[str, int] | None:
+        """None: a classic member's OffsetFetch names no member (the KIP-848 machine's does)."""
+        return None
+
     @property
     def subscribed_topics(self) -> frozenset[str]:
         """The topics subscribed to now (a regex is matched against the known metadata)."""
