@@ -11,7 +11,7 @@ either without asking which it is.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aiogroup.assignors.base import RebalanceProtocol
 from aiogroup.errors import AiogroupError
@@ -20,6 +20,10 @@ from aiogroup.membership import events as ev
 from aiogroup.membership.deltas import LeaderPlan
 from aiogroup.membership.states import MemberState
 from aiogroup.protocol.types import TopicPartition
+
+if TYPE_CHECKING:
+    from aiogroup.membership.config import MemberConfig
+    from aiogroup.membership.consumer_machine import ConsumerMemberConfig
 
 __all__ = ["Machine"]
 
@@ -32,6 +36,9 @@ class Machine(Protocol):
     fatal_error: AiogroupError | None
     #: The assignor the group runs (None before it is known).
     protocol_name: str | None
+
+    @property
+    def config(self) -> MemberConfig | ConsumerMemberConfig: ...
 
     @property
     def state(self) -> MemberState: ...
