@@ -242,4 +242,5 @@ async def test_a_broker_without_kip848_is_a_clear_error(
     words = str(caught.value)
     assert "ConsumerGroupHeartbeat (KIP-848)" in words and "Kafka 4.0+" in words
     assert "use group_protocol='classic'" in words
-    assert member.state is MemberState.CLOSED
+    final: MemberState = member.state  # (read again: the close moved it on)
+    assert final is MemberState.CLOSED
