@@ -64,7 +64,6 @@ from aiogroup.errors import (
     InvalidRegularExpressionError,
     LocalProtocolError,
     NotCoordinatorError,
-    RebalanceCallbackError,
     StaleMemberEpochError,
     TopicAuthorizationFailedError,
     UnknownMemberIdError,
@@ -101,6 +100,7 @@ from aiogroup.membership.liveness import Liveness
 from aiogroup.membership.ownership import Ownership
 from aiogroup.membership.regex import to_re2
 from aiogroup.membership.requests import Tokens
+from aiogroup.membership.routing import accepts, callback_error
 from aiogroup.membership.states import MemberState, Request
 from aiogroup.membership.target import Target
 from aiogroup.observability.metrics import (
@@ -335,22 +335,12 @@ class ConsumerProtocolMachine:
     def handle(self, event: ev.Event, now: float) -> list[act.Action]:
         """Feed one event; return the actions to carry out, in order (stale responses: none).
         Raises :class:`LocalProtocolError` if the event is not accepted in the current state."""
-        kind = type(event)
-        request = ANSWERS.get(kind)
-        if request is None:
-            allowed = ACCEPTED_EVENTS.get(kind)
-            if allowed is None:
-                raise LocalProtocolError(f"not an event of the consumer protocol: {event!r}")
-            if self._state not in allowed:
-                raise LocalProtocolError(
-                    f"{kind.__name__} not accepted in state {self._state.name}"
-                )
-        elif request is not R.COMMIT and not self._tokens.answered(
-            request, getattr(event, "token", None)
+        if not accepts(
+            event, self._state, answers=ANSWERS, accepted=ACCEPTED_EVENTS, tokens=self._tokens
         ):
             return []  # stale (KAFKA-13406)
         out: Out = []
-        _HANDLERS[kind](self, event, now, out)
+        _HANDLERS[type(event)](self, event, now, out)
         self._advance(now, out)
         return out
 
@@ -859,7 +849,8 @@ class ConsumerProtocolMachine:
             self._live.heartbeat_now(now)  # the heartbeat's answer tells where we stand
 
     def _on_callbacks_finished(self, e: ev.CallbacksFinished, now: float, out: Out) -> None:
-        _raise_callback_error(e.first_error, out)
+        if (raised := callback_error(e.first_error)) is not None:
+            out.append(raised)
         if self._state is S.PREPARING:
             self._own.given_up()  # the lost partitions are gone whatever happened
             self._join(now)  # (DISCOVERING next, if the coordinator is not known)
@@ -883,17 +874,6 @@ _NO_KIP848 = (
     "ConsumerGroupHeartbeat (KIP-848) v1: the broker does not serve it: needs Kafka 4.0+; "
     "use group_protocol='classic'"
 )
-
-
-def _raise_callback_error(error: BaseException | None, out: Out) -> None:
-    if error is None:
-        return
-    if isinstance(error, AiogroupError):
-        out.append(act.RaiseToUser(error))
-        return
-    wrapped = RebalanceCallbackError(f"rebalance callback raised {error!r}")
-    wrapped.__cause__ = error
-    out.append(act.RaiseToUser(wrapped))
 
 
 M = ConsumerProtocolMachine
