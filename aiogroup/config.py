@@ -33,6 +33,7 @@ __all__ = [
     "GROUP_DEFAULTS",
     "ConsumerConfig",
     "GroupConfig",
+    "GroupProtocol",
     "IsolationLevel",
     "ResetPolicy",
     "check_values",
@@ -40,6 +41,7 @@ __all__ = [
 ]
 
 ResetPolicy = Literal["earliest", "latest", "none"]
+GroupProtocol = Literal["classic", "consumer"]
 IsolationLevel = Literal["read_uncommitted", "read_committed"]
 
 #: A group member's rebalance timeout when none is given (Java's max.poll.interval.ms).
@@ -121,6 +123,18 @@ class GroupConfig:
     rack_id: str | None = _option(
         None, types=_STR, optional=True, java="client.rack",
         doc="the member's rack, sent in its subscription (rack-aware assignors, KIP-881)",
+    )  # fmt: skip
+    group_protocol: GroupProtocol = _option(  # noqa: RUF009 - a field(), with metadata
+        "classic", types=_STR, choices=("classic", "consumer"), java="group.protocol",
+        doc="'consumer': the KIP-848 consumer group protocol (Kafka 4.0+; the broker assigns, "
+            "ConsumerGroupHeartbeat); 'classic': JoinGroup/SyncGroup with a client-side "
+            "assignor (KIP-429)",
+    )  # fmt: skip
+    group_remote_assignor: str | None = _option(
+        None, types=_STR, optional=True, choices=("uniform", "range"),
+        java="group.remote.assignor",
+        doc="with group_protocol='consumer': the broker's assignor to use ('uniform' or "
+            "'range'; None: the broker's default)",
     )  # fmt: skip
 
     def __post_init__(self) -> None:
@@ -263,6 +277,14 @@ def check_values(values: Mapping[str, Any]) -> None:
             f"{_was('heartbeat_interval_ms', heartbeat)}: raise session_timeout_ms above "
             f"{heartbeat}, or lower heartbeat_interval_ms to at most a third of it "
             f"({max(session // 3, 1)}), as Java advises"
+        )
+    protocol = values.get("group_protocol", "consumer")  # (a partial set: not this rule's)
+    if values.get("group_remote_assignor") is not None and protocol != "consumer":
+        raise ConfigurationError(
+            f"group_remote_assignor={values['group_remote_assignor']!r} chooses the broker's "
+            f"assignor of the consumer group protocol (KIP-848), but "
+            f"{_was('group_protocol', protocol)}: set group_protocol='consumer', or choose "
+            "the classic protocol's assignors with assignors=[...]"
         )
 
 

@@ -29,6 +29,10 @@ Only these types escape aiogroup's public calls (plus ``asyncio.CancelledError``
         ├── IllegalGenerationError   (22)
         ├── MemberIdRequiredError    (79)
         ├── FencedInstanceIdError    (82)
+        ├── KIP-848 (group_protocol="consumer"): FencedMemberEpochError (110),
+        │   UnreleasedInstanceIdError (111), UnsupportedAssignorError (112),
+        │   StaleMemberEpochError (113, retriable), GroupMaxSizeReachedError (81),
+        │   InvalidRegularExpressionError (128)
         ├── InconsistentGroupProtocolError (23)
         ├── CommitFailedError        a commit the group can no longer accept
         │   ├── PartitionNotAssignedError  offsets of a partition this member does not own
@@ -84,11 +88,14 @@ __all__ = [
     "CoordinatorUnreachableError",
     "CorruptRecordError",
     "FencedInstanceIdError",
+    "FencedMemberEpochError",
     "GroupAuthorizationFailedError",
+    "GroupMaxSizeReachedError",
     "IllegalGenerationError",
     "IllegalSaslStateError",
     "InconsistentGroupProtocolError",
     "InvalidFieldError",
+    "InvalidRegularExpressionError",
     "KafkaError",
     "LocalProtocolError",
     "MemberClosedError",
@@ -107,11 +114,14 @@ __all__ = [
     "RetriableError",
     "SaslAuthenticationError",
     "SslAuthenticationError",
+    "StaleMemberEpochError",
     "TopicAuthorizationFailedError",
     "TruncatedError",
     "UnknownAssignorError",
     "UnknownMemberIdError",
+    "UnreleasedInstanceIdError",
     "UnsupportedApiVersionError",
+    "UnsupportedAssignorError",
     "UnsupportedCodecError",
     "UnsupportedSaslMechanismError",
     "error_for_code",
@@ -238,6 +248,50 @@ class FencedInstanceIdError(KafkaError):
     """Another process joined with our ``group_instance_id`` (KIP-345): fatal for this member."""
 
     code = 82
+
+
+class GroupMaxSizeReachedError(KafkaError):
+    """The group has as many members as the broker allows (``group.max.size``, or
+    ``group.consumer.max.size`` for a KIP-848 group): fatal for the member that tried to join."""
+
+    code = 81
+
+
+class FencedMemberEpochError(KafkaError):
+    """KIP-848: the coordinator no longer knows this member at the epoch it sent (it was
+    evicted, or its epoch fell behind): the member reports its partitions lost and rejoins with
+    epoch 0, on its own."""
+
+    code = 110
+
+
+class UnreleasedInstanceIdError(KafkaError):
+    """KIP-848: another member still holds this ``group_instance_id`` (it has not left, or its
+    session has not expired): fatal for the member that tried to join, as in Java's consumer.
+    Close the other instance first, or wait for its session to expire."""
+
+    code = 111
+
+
+class UnsupportedAssignorError(KafkaError):
+    """KIP-848: the broker has no server-side assignor of the name ``group_remote_assignor``
+    gives (the message lists those it has): fatal for the member."""
+
+    code = 112
+
+
+class StaleMemberEpochError(RetriableError):
+    """KIP-848: a commit or offset fetch carried an older member epoch than the coordinator's
+    (the member's next heartbeat brings the new one): retry."""
+
+    code = 113
+
+
+class InvalidRegularExpressionError(KafkaError):
+    """KIP-848: the broker could not compile the subscription's regular expression (RE2/J
+    syntax): fatal for the member; subscribe with a pattern both syntaxes read alike."""
+
+    code = 128
 
 
 class AuthenticationError(AiogroupError):

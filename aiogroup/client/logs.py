@@ -36,7 +36,7 @@ from aiogroup.errors import error_for_code
 from aiogroup.membership import events as ev
 
 if TYPE_CHECKING:
-    from aiogroup.membership.machine import MembershipMachine as Machine
+    from aiogroup.membership.interface import Machine
 
 __all__ = [
     "AIOKAFKA_LOGGERS",

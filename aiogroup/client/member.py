@@ -18,10 +18,12 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import re
 import time
+import uuid
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -48,7 +50,7 @@ from aiogroup.client.reporting import ActingWatch, Reporter, TelemetryListener
 from aiogroup.client.requests import Requests
 from aiogroup.client.signal import Signal
 from aiogroup.client.transport import CommittedOffset, Transport
-from aiogroup.config import GROUP_DEFAULTS, GroupConfig
+from aiogroup.config import GROUP_DEFAULTS, GroupConfig, GroupProtocol
 from aiogroup.errors import (
     AiogroupError,
     AuthenticationError,
@@ -63,19 +65,63 @@ from aiogroup.errors import (
     error_for_code,
 )
 from aiogroup.membership import actions as act
+from aiogroup.membership import consumer_events as cev
 from aiogroup.membership import events as ev
+from aiogroup.membership.consumer_machine import ConsumerMemberConfig, ConsumerProtocolMachine
+from aiogroup.membership.interface import Machine
 from aiogroup.membership.machine import MemberConfig
 from aiogroup.membership.machine import MembershipMachine as _Machine
+from aiogroup.membership.regex import to_re2
 from aiogroup.membership.states import MemberState
 from aiogroup.observability.metrics import KIP429Metrics, MetricsSink, TeeMetrics
 from aiogroup.protocol.types import TopicPartition
 
-__all__ = ["GroupMember", "MemberClosedError", "OffsetsSource", "RebalanceOutcome"]
+__all__ = [
+    "DEFAULT_ASSIGNORS",
+    "GroupMember",
+    "MemberClosedError",
+    "OffsetsSource",
+    "RebalanceOutcome",
+    "check_subscription",
+    "new_member_id",
+]
 
 log = logging.getLogger("aiogroup.client")
 
 Partitions = frozenset[TopicPartition]
 T = TypeVar("T")
+
+#: The assignors of a classic member when none are given (the consumer protocol has none:
+#: the broker assigns, see ``group_remote_assignor``).
+DEFAULT_ASSIGNORS: tuple[str, ...] = ("cooperative-sticky",)
+
+
+def new_member_id() -> str:
+    """A member id for KIP-848's ConsumerGroupHeartbeat v1, which the client generates
+    (KIP-1082): 16 random bytes written as Kafka writes a Uuid (URL-safe base64, unpadded)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):  # as Kafka's Uuid.randomUuid, never a leading dash
+            return text
+
+
+def check_subscription(
+    config: GroupConfig,
+    assignors: Sequence[PartitionAssignor | str] | None,
+    pattern: str | re.Pattern[str] | None,
+) -> None:
+    """Refuse what the group protocol cannot run, before anything connects: assignors under
+    the consumer protocol (the broker assigns), a pattern RE2/J reads otherwise than Python."""
+    if config.group_protocol != "consumer":
+        return
+    if assignors is not None:
+        raise ConfigurationError(
+            "assignors= chooses the client-side assignors of the classic protocol; with "
+            "group_protocol='consumer' the broker assigns: choose its assignor with "
+            "group_remote_assignor='uniform' or 'range' (None: the broker's default)"
+        )
+    if pattern is not None:
+        to_re2(pattern)
 
 
 class OffsetsSource(Protocol):
@@ -148,7 +194,7 @@ class GroupMember:
         *,
         topics: Iterable[str] | None = None,
         pattern: str | re.Pattern[str] | None = None,
-        assignors: Sequence[PartitionAssignor | str] = ("cooperative-sticky",),
+        assignors: Sequence[PartitionAssignor | str] | None = None,
         listener: RebalanceListener | Any | None = None,
         group_instance_id: str | None = GROUP_DEFAULTS.group_instance_id,
         session_timeout_ms: int = GROUP_DEFAULTS.session_timeout_ms,
@@ -161,6 +207,8 @@ class GroupMember:
         close_timeout_s: float = GROUP_DEFAULTS.close_timeout_s,
         rack_id: str | None = GROUP_DEFAULTS.rack_id,
         client_id: str = GROUP_DEFAULTS.client_id,
+        group_protocol: GroupProtocol = GROUP_DEFAULTS.group_protocol,
+        group_remote_assignor: str | None = GROUP_DEFAULTS.group_remote_assignor,
         config: GroupConfig | None = None,
         transport: Transport | None = None,
         telemetry: Any = None,
@@ -185,6 +233,8 @@ class GroupMember:
             client_id=client_id,
             group_instance_id=group_instance_id,
             rack_id=rack_id,
+            group_protocol=group_protocol,
+            group_remote_assignor=group_remote_assignor,
         )
         if config is None:
             config = options
@@ -194,8 +244,8 @@ class GroupMember:
                 "every option)"
             )
         self.config = config
+        check_subscription(config, assignors, pattern)
         topic_set = None if topics is None else topic_names(topics)
-        resolved = [_resolve_assignor(a) for a in assignors]
         # Java's KIP-429 metrics, always kept (``member.metrics``); a user sink gets them too.
         self._kip429 = KIP429Metrics(started_at=time.monotonic())
         sink: MetricsSink = self._kip429 if metrics is None else TeeMetrics(self._kip429, metrics)
@@ -206,16 +256,32 @@ class GroupMember:
         self.close_timeout_s = config.close_timeout_s
         self.metadata_max_age_ms = config.metadata_max_age_ms
         self.retry_backoff_ms = config.retry_backoff_ms
-        self._machine = _Machine(
-            MemberConfig.of(
-                config,
-                group_id=group_id,
-                assignors=resolved,
-                # Auto-commit needs positions: only a consumer that fetches has them.
-                enable_auto_commit=enable_auto_commit and offsets_source is not None,
-            ),
-            metrics=sink,
-        )
+        # Auto-commit needs positions: only a consumer that fetches has them.
+        auto_commit = enable_auto_commit and offsets_source is not None
+        # The one place the group protocol is chosen: the driver runs either machine alike.
+        self._machine: Machine
+        if config.group_protocol == "consumer":
+            self._machine = ConsumerProtocolMachine(
+                ConsumerMemberConfig.of(
+                    config,
+                    group_id=group_id,
+                    member_id=new_member_id(),  # KIP-1082: the client's, for its whole life
+                    enable_auto_commit=auto_commit,
+                ),
+                metrics=sink,
+            )
+        else:
+            chosen = DEFAULT_ASSIGNORS if assignors is None else assignors
+            resolved = [_resolve_assignor(a) for a in chosen]
+            self._machine = _Machine(
+                MemberConfig.of(
+                    config,
+                    group_id=group_id,
+                    assignors=resolved,
+                    enable_auto_commit=auto_commit,
+                ),
+                metrics=sink,
+            )
         if transport is not None:
             if client_options:
                 raise ConfigurationError(
@@ -268,7 +334,7 @@ class GroupMember:
         self._lost_acc: set[TopicPartition] = set()
         self._error_acc: BaseException | None = None
         self._rebalance_started: float | None = None
-        self._protocol_name: str | None = None
+        self._protocol_name: str | None = self._machine.protocol_name
         self._context = logs.member_context(group_id)  # marks our tasks' aiokafka log lines
         self._limited = logs.RateLimitedLog(log)
 
@@ -306,8 +372,14 @@ class GroupMember:
 
     @property
     def protocol_name(self) -> str | None:
-        """The assignor the group chose at the last join (None before the first)."""
+        """The assignor the group chose at the last join (None before the first); under the
+        consumer protocol the broker's assignor asked for (None: the broker's default)."""
         return self._protocol_name
+
+    @property
+    def group_protocol(self) -> GroupProtocol:
+        """``"classic"`` (JoinGroup/SyncGroup, KIP-429) or ``"consumer"`` (KIP-848)."""
+        return self.config.group_protocol
 
     @property
     def subscription(self) -> frozenset[str]:
@@ -561,9 +633,14 @@ class GroupMember:
         backoff = max(self.retry_backoff_ms / 1000, 0.01)
         while True:
             try:
+                member = self._machine.offset_fetch_identity()  # KIP-848: who asks, at its epoch
+                fetch = (
+                    self._transport.offset_fetch(wanted)
+                    if member is None
+                    else self._transport.offset_fetch(wanted, member=member)
+                )
                 result = await asyncio.wait_for(
-                    self._in_context(self._transport.offset_fetch(wanted)),
-                    max(deadline - loop.time(), 0.0),
+                    self._in_context(fetch), max(deadline - loop.time(), 0.0)
                 )
                 error: AiogroupError | None = None
                 if result.error_code:
@@ -694,7 +771,29 @@ class GroupMember:
             self._notify()
 
     def _note_event(self, event: ev.Event, now: float) -> None:
-        if isinstance(event, ev.JoinGroupCompleted):
+        if (
+            isinstance(event, cev.ConsumerGroupHeartbeatCompleted)
+            and self._machine.state is MemberState.JOINING
+            and event.member_epoch > 0
+        ):
+            # KIP-848: the heartbeat with epoch 0 was answered with an epoch: joined.
+            if self._rebalance_started is None:
+                self._rebalance_started = time.monotonic()
+            logs.log_joined(
+                self.group_id, event.member_id, event.member_epoch, "consumer", leader=False
+            )
+            self._report(
+                "joined",
+                self.group_id,
+                event.member_id,
+                event.member_epoch,
+                self._protocol_name or "consumer",
+                leader=False,
+                group_instance_id=self.group_instance_id,
+                rebalance_protocol=self.protocol.name.lower(),
+                group_protocol="consumer",
+            )
+        elif isinstance(event, ev.JoinGroupCompleted):
             self._protocol_name = event.protocol_name
             self._report(
                 "joined",
@@ -731,6 +830,8 @@ class GroupMember:
                 self._spawn(requests.sync_group(action))
             elif isinstance(action, act.SendHeartbeat):
                 self._spawn(requests.heartbeat(action))
+            elif isinstance(action, cev.SendConsumerGroupHeartbeat):
+                self._spawn(requests.consumer_group_heartbeat(action))
             elif isinstance(action, act.SendLeaveGroup):
                 self._spawn(requests.leave_group(action))
             elif isinstance(action, act.CommitOffsets):

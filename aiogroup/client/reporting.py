@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from aiogroup.assignors.base import RebalanceProtocol
 from aiogroup.membership import actions as act
-from aiogroup.membership.machine import MembershipMachine
+from aiogroup.membership.interface import Machine
 from aiogroup.protocol.consumer import decode_assignment
 from aiogroup.protocol.types import TopicPartition, to_topic_partitions
 
@@ -37,7 +37,7 @@ class Reporter:
         except Exception as exc:  # telemetry must never break the member
             log.debug("telemetry %s failed: %r", method, exc)
 
-    def leader_round(self, action: act.SendSyncGroup, machine: MembershipMachine) -> None:
+    def leader_round(self, action: act.SendSyncGroup, machine: Machine) -> None:
         """What this leader assigned, withheld (KIP-429 2d) and ignored as stale."""
         if self.telemetry is None:
             return
@@ -124,7 +124,7 @@ class ActingWatch:
     """Notices, in the driver's loop, when what the member may act on changes, and tells the
     telemetry sink why (``lapse``, ``proof`` or ``rebalance``) along with every state change."""
 
-    def __init__(self, machine: MembershipMachine, report: Reporter, now: float) -> None:
+    def __init__(self, machine: Machine, report: Reporter, now: float) -> None:
         self._machine = machine
         self._report = report
         self._acting = machine.may_act_on(now)

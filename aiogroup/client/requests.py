@@ -1,9 +1,11 @@
-"""The classic membership machine's requests, sent: each request action becomes a transport
-call, each answer (or failure) the event the machine waits for.
+"""The membership machines' requests, sent: each request action becomes a transport call, each
+answer (or failure) the event the machine waits for.
 
 The machine never waits on the network: it returns ``FindCoordinator``, ``SendJoinGroup``,
 ``SendSyncGroup``, ``SendHeartbeat``, ``SendLeaveGroup``, ``CommitOffsets`` and
-``RequestMetadata`` actions and later takes their answers as events. :class:`Requests` does the
+``RequestMetadata`` actions (the KIP-848 machine ``SendConsumerGroupHeartbeat`` instead of the
+JoinGroup, SyncGroup, Heartbeat and LeaveGroup) and later takes their answers as events.
+:class:`Requests` does the
 sending for the driver (:class:`aiogroup.client.GroupMember`), so that every failure turns into
 an event too (a request that reached no broker is ``CoordinatorLost``, a lookup that failed
 ``CoordinatorLookupFailed``): the machine's answer is never lost. What the driver adds (posting
@@ -20,14 +22,23 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from aiogroup.client.transport import Transport
-from aiogroup.errors import AiogroupError, AuthenticationError, BrokerUnreachableError, KafkaError
+from aiogroup.errors import (
+    AiogroupError,
+    AuthenticationError,
+    BrokerUnreachableError,
+    KafkaError,
+    UnsupportedApiVersionError,
+)
 from aiogroup.membership import actions as act
+from aiogroup.membership import consumer_events as cev
 from aiogroup.membership import events as ev
 from aiogroup.protocol.types import TopicPartition
 
 __all__ = ["RequestHost", "Requests"]
 
 log = logging.getLogger("aiogroup.client")
+
+_UNSUPPORTED_VERSION = 35
 
 
 class RequestHost(Protocol):
@@ -199,6 +210,40 @@ class Requests:
 
         await self.guard(request)
 
+    async def consumer_group_heartbeat(self, action: cev.SendConsumerGroupHeartbeat) -> None:
+        """ConsumerGroupHeartbeat (KIP-848); a broker without it is an answer too
+        (UNSUPPORTED_VERSION, with the words that say what is missing), never a lost
+        coordinator to look for again and again."""
+
+        async def request() -> ev.Event:
+            try:
+                r = await self.transport.consumer_group_heartbeat(
+                    member_id=action.member_id,
+                    member_epoch=action.member_epoch,
+                    group_instance_id=action.group_instance_id,
+                    rack_id=action.rack_id,
+                    rebalance_timeout_ms=action.rebalance_timeout_ms,
+                    subscribed_topic_names=action.subscribed_topic_names,
+                    subscribed_topic_regex=action.subscribed_topic_regex,
+                    server_assignor=action.server_assignor,
+                    owned=action.owned,
+                )
+            except UnsupportedApiVersionError as exc:
+                return cev.ConsumerGroupHeartbeatFailed(
+                    action.token, _UNSUPPORTED_VERSION, str(exc)
+                )
+            if r.error_code:
+                return cev.ConsumerGroupHeartbeatFailed(action.token, r.error_code, r.error_message)
+            return cev.ConsumerGroupHeartbeatCompleted(
+                token=action.token,
+                member_id=r.member_id,
+                member_epoch=r.member_epoch,
+                heartbeat_interval_ms=r.heartbeat_interval_ms,
+                assignment=r.assignment,
+            )
+
+        await self.guard(request)
+
     async def commit(
         self, action: act.CommitOffsets, offsets: Mapping[TopicPartition, int]
     ) -> None:
@@ -253,6 +298,13 @@ class Requests:
         backoff = max(self.retry_backoff_ms / 1000, 0.05)
         while not self.host.closed:
             try:
+                if action.topic_ids:  # KIP-848: assignments name topics by id
+                    wanted = None if action.topics is None else sorted(action.topics)
+                    infos = await self.transport.topic_metadata(wanted)
+                    ids = {t: i.topic_id for t, i in infos.items() if i.topic_id is not None}
+                    counts = {t: i.partitions for t, i in infos.items()}
+                    self.host.post(ev.MetadataUpdated(counts, ids))
+                    return
                 if action.topics is None:
                     counts = await self.transport.partitions_per_topic(None)
                     if action.pattern is not None:

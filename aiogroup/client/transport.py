@@ -24,6 +24,7 @@ import asyncio
 import io
 import logging
 import struct
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,12 +76,14 @@ __all__ = [
     "COORDINATOR_ERRORS",
     "BrokerUnreachableError",
     "CommittedOffset",
+    "ConsumerGroupHeartbeatResult",
     "CoordinatorUnreachableError",
     "DecodeFailed",
     "JoinGroupMember",
     "JoinGroupResult",
     "PreparedRequest",
     "Request",
+    "TopicInfo",
     "Transport",
     "UnsupportedApiVersionError",
 ]
@@ -107,7 +110,20 @@ API_VERSIONS: dict[str, tuple[int, int]] = {
     "ListOffsets": (1, 7),
     # KIP-848 consumer groups (Kafka 4.x): seen by ``aiogroup group`` (aiogroup.inspector).
     "ConsumerGroupDescribe": (0, 1),
+    # group_protocol="consumer": v1 (Kafka 4.0+), whose member id is the client's (KIP-1082).
+    "ConsumerGroupHeartbeat": (1, 1),
 }
+
+#: OffsetFetch naming the member (v9 adds its id and epoch: KIP-848's coordinator refuses a
+#: fetch of a member it fenced); v8 batches groups. Asked for only with a member to name.
+OFFSET_FETCH_WITH_MEMBER = (1, 9)
+
+#: What a broker without KIP-848's ConsumerGroupHeartbeat v1 is told.
+NO_CONSUMER_PROTOCOL = (
+    "ConsumerGroupHeartbeat (KIP-848): needs Kafka 4.0+, or a broker whose "
+    "group.coordinator.rebalance.protocols includes 'consumer' ({detail}); use "
+    "group_protocol='classic'"
+)
 
 #: Error codes meaning "the coordinator moved or is not ready": find it again, then retry.
 COORDINATOR_ERRORS = frozenset(
@@ -160,6 +176,26 @@ class OffsetCommitResult:
             if self.errors[tp]:
                 return self.errors[tp]
         return 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupHeartbeatResult:
+    """A ConsumerGroupHeartbeat answer (``assignment`` None: unchanged)."""
+
+    error_code: int
+    error_message: str = ""
+    member_id: str = ""
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: dict[uuid.UUID, tuple[int, ...]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """One topic of a Metadata answer: its partition count and id (None before v10)."""
+
+    partitions: int
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,15 +294,19 @@ class Request:
         request_cls: Any,
         response_cls: Any,
         build: Callable[[int], Any],
+        *,
+        versions: tuple[int, int] | None = None,
     ) -> None:
         self.api = api
         self.API_KEY: int = request_cls.API_KEY
         self._response_cls = response_cls
         self._build = build
+        #: The versions this one request may use (default: the API's in API_VERSIONS).
+        self.versions = versions
         self.version = -1
 
     def prepare(self, broker_versions: Mapping[int, tuple[int, int]]) -> PreparedRequest:
-        ours = API_VERSIONS.get(self.api)
+        ours = self.versions or API_VERSIONS.get(self.api)
         if ours is None:  # our bug, never the broker's: say so, not "unreachable"
             raise LocalProtocolError(f"no versions of {self.api} are known to aiogroup")
         theirs = broker_versions.get(self.API_KEY)
@@ -431,9 +471,7 @@ class Transport:
         looks it up again. Raises :class:`~aiogroup.errors.CoordinatorUnreachableError`."""
         node_id = await self.find_coordinator()
         try:
-            response = await self.send(
-                node_id, request, coordination=coordination, timeout=timeout
-            )
+            response = await self.send(node_id, request, coordination=coordination, timeout=timeout)
         except BrokerUnreachableError as exc:
             self.coordinator_dead()
             if isinstance(exc, CoordinatorUnreachableError):
@@ -737,12 +775,29 @@ class Transport:
             self.coordinator_dead()
         return OffsetCommitResult(errors)
 
-    async def offset_fetch(self, partitions: Sequence[TopicPartition]) -> OffsetFetchResult:
-        """Fetch the committed offsets of ``partitions`` (require_stable on v7, KIP-447)."""
+    async def offset_fetch(
+        self, partitions: Sequence[TopicPartition], *, member: tuple[str, int] | None = None
+    ) -> OffsetFetchResult:
+        """Fetch the committed offsets of ``partitions`` (require_stable on v7+, KIP-447).
+
+        ``member``: ``(member id, member epoch)`` of a KIP-848 member, sent with v9 (v8's
+        batched form up to it), so that the coordinator refuses a member it fenced
+        (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); without it v7 at most, as for anyone."""
         group_id = self.group_id
         by_topic = group_by_topic(partitions)
 
         def build(version: int) -> Any:
+            if version >= 8:
+                G = OffsetFetchRequest.OffsetFetchRequestGroup
+                T8 = G.OffsetFetchRequestTopics
+                member_id, epoch = member or (None, -1)
+                group = G(
+                    group_id=group_id,
+                    member_id=member_id,
+                    member_epoch=epoch,
+                    topics=[T8(name=t, partition_indexes=list(ps)) for t, ps in by_topic.items()],
+                )
+                return OffsetFetchRequest(groups=[group], require_stable=True)
             T = OffsetFetchRequest.OffsetFetchRequestTopic
             return OffsetFetchRequest(
                 group_id=group_id,
@@ -750,11 +805,19 @@ class Transport:
                 require_stable=True,
             )
 
-        request = Request("OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, build)
+        versions = OFFSET_FETCH_WITH_MEMBER if member is not None else None
+        request = Request(
+            "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, build, versions=versions
+        )
         r = await self.send_to_coordinator(request)
-        error_code = int(getattr(r, "error_code", 0) or 0)
+        answered = r
+        if request.version >= 8:
+            if len(r.groups or ()) != 1:
+                raise RemoteProtocolError(f"OffsetFetch answered {len(r.groups or ())} groups")
+            answered = r.groups[0]
+        error_code = int(getattr(answered, "error_code", 0) or 0)
         offsets: dict[TopicPartition, CommittedOffset] = {}
-        for t in r.topics:
+        for t in answered.topics:
             for p in t.partitions:
                 if p.error_code and not error_code:
                     error_code = int(p.error_code)
@@ -767,8 +830,81 @@ class Transport:
             self.coordinator_dead()
         return OffsetFetchResult(error_code, offsets)
 
+    async def consumer_group_heartbeat(
+        self,
+        *,
+        member_id: str,
+        member_epoch: int,
+        group_instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = -1,
+        subscribed_topic_names: Sequence[str] | None = None,
+        subscribed_topic_regex: str | None = None,
+        server_assignor: str | None = None,
+        owned: Mapping[uuid.UUID, Sequence[int]] | None = None,
+    ) -> ConsumerGroupHeartbeatResult:
+        """Send ConsumerGroupHeartbeat v1 (KIP-848); None and -1 leave a field unchanged.
+
+        Raises :class:`~aiogroup.errors.UnsupportedApiVersionError` naming what is missing
+        when the broker does not serve v1 (Kafka before 4.0, or the protocol turned off)."""
+        from aiogroup.protocol.messages import (
+            ConsumerGroupHeartbeatRequest,
+            ConsumerGroupHeartbeatResponse,
+        )
+
+        group_id = self.group_id
+        TP = ConsumerGroupHeartbeatRequest.TopicPartitions
+
+        def build(version: int) -> Any:
+            return ConsumerGroupHeartbeatRequest(
+                group_id=group_id,
+                member_id=member_id,
+                member_epoch=member_epoch,
+                instance_id=group_instance_id,
+                rack_id=rack_id,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                subscribed_topic_names=(
+                    None if subscribed_topic_names is None else list(subscribed_topic_names)
+                ),
+                subscribed_topic_regex=subscribed_topic_regex,
+                server_assignor=server_assignor,
+                topic_partitions=None
+                if owned is None
+                else [TP(topic_id=t, partitions=list(ps)) for t, ps in owned.items()],
+            )
+
+        request = Request(
+            "ConsumerGroupHeartbeat",
+            ConsumerGroupHeartbeatRequest,
+            ConsumerGroupHeartbeatResponse,
+            build,
+        )
+        try:
+            r = await self.send_to_coordinator(request)
+        except UnsupportedApiVersionError as exc:
+            raise UnsupportedApiVersionError(NO_CONSUMER_PROTOCOL.format(detail=exc)) from exc
+        assignment = None
+        if r.assignment is not None:
+            assignment = {
+                uuid.UUID(str(t.topic_id)): tuple(int(p) for p in t.partitions)
+                for t in r.assignment.topic_partitions or ()
+            }
+        return ConsumerGroupHeartbeatResult(
+            error_code=int(r.error_code),
+            error_message=r.error_message or "",
+            member_id=r.member_id or "",
+            member_epoch=int(r.member_epoch),
+            heartbeat_interval_ms=int(r.heartbeat_interval_ms),
+            assignment=assignment,
+        )
+
     async def partitions_per_topic(self, topics: Sequence[str] | None) -> dict[str, int]:
         """Metadata for ``topics`` (None: every topic): partition counts of those that exist."""
+        return {n: info.partitions for n, info in (await self.topic_metadata(topics)).items()}
+
+    async def topic_metadata(self, topics: Sequence[str] | None) -> dict[str, TopicInfo]:
+        """Metadata for ``topics`` (None: every topic): the partition count and id (Metadata
+        v10+; KIP-848 assignments name topics by id) of those that exist."""
         wanted = None if topics is None else sorted(set(topics))
         if wanted is not None and not wanted:
             return {}
@@ -784,11 +920,15 @@ class Transport:
 
         request = Request("Metadata", MetadataRequest, MetadataResponse, build)
         r = await self.send(None, request)
-        counts: dict[str, int] = {}
+        found: dict[str, TopicInfo] = {}
         for t in r.topics:
             if t.error_code == 0 and t.partitions and (wanted is None or t.name in wanted):
-                counts[t.name] = len(t.partitions)
-        return counts
+                topic_id = getattr(t, "topic_id", None)
+                known = topic_id is not None and int(uuid.UUID(str(topic_id))) != 0
+                found[t.name] = TopicInfo(
+                    len(t.partitions), uuid.UUID(str(topic_id)) if known else None
+                )
+        return found
 
 
 def _retriable_or_fatal(code: int, api: str) -> AiogroupError:

@@ -31,10 +31,10 @@ from typing import Any, Literal
 
 from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
 from aiogroup.client.logs import member_context
-from aiogroup.client.member import GroupMember, MemberClosedError
+from aiogroup.client.member import GroupMember, MemberClosedError, check_subscription
 from aiogroup.client.options import aiokafka_client_options, check_options, parameter_names
 from aiogroup.client.signal import Signal
-from aiogroup.config import DEFAULTS, ConsumerConfig, IsolationLevel, ResetPolicy
+from aiogroup.config import DEFAULTS, ConsumerConfig, GroupProtocol, IsolationLevel, ResetPolicy
 from aiogroup.consumer.errors import (
     ConsumerStoppedError,
     NoOffsetForPartitionError,
@@ -148,7 +148,9 @@ class Consumer:
     names and meanings follow aiokafka's ``AIOKafkaConsumer`` (where aiokafka's meaning is
     eager-only, Java's cooperative one applies). Options keep Java's names and defaults;
     ``assignors`` are protocol names or :class:`PartitionAssignor` instances, most preferred
-    first (default: cooperative-sticky). Extra keyword arguments go to aiokafka's client
+    first (default: cooperative-sticky). ``group_protocol="consumer"`` runs KIP-848's consumer
+    group protocol instead (Kafka 4.0+: the broker assigns, ``group_remote_assignor`` names
+    its assignor; ``docs/consumer-protocol.md``). Extra keyword arguments go to aiokafka's client
     (``security_protocol``, ``ssl_context``, ``sasl_mechanism``, ...).
     """
 
@@ -160,7 +162,7 @@ class Consumer:
         topics: Iterable[str] | None = None,
         pattern: str | re.Pattern[str] | None = None,
         listener: Any = None,
-        assignors: Sequence[PartitionAssignor | str] = ("cooperative-sticky",),
+        assignors: Sequence[PartitionAssignor | str] | None = None,
         group_instance_id: str | None = None,
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
@@ -186,6 +188,8 @@ class Consumer:
         close_timeout_s: float = DEFAULTS.close_timeout_s,
         client_id: str = DEFAULTS.client_id,
         client_rack: str | None = DEFAULTS.rack_id,
+        group_protocol: GroupProtocol = DEFAULTS.group_protocol,
+        group_remote_assignor: str | None = DEFAULTS.group_remote_assignor,
         telemetry: Any = None,
         metrics: MetricsSink | None = None,
         **client_options: Any,
@@ -227,7 +231,10 @@ class Consumer:
             fetch_max_wait_ms=fetch_max_wait_ms,
             check_crcs=check_crcs,
             hand_off_on_close=hand_off_on_close,
+            group_protocol=group_protocol,
+            group_remote_assignor=group_remote_assignor,
         )
+        check_subscription(config, assignors, pattern)
         self._state = ConsumerState(FetchConfig.of(config))
         self.group_id = group_id
         self._auto_commit = config.enable_auto_commit

@@ -84,6 +84,10 @@ Queries: ``state`` (:class:`MemberState`), ``member_id``, ``generation_id``, ``l
 coordinator answered as to a member of its generation), then nothing until it answers again.
 Consumers fetch, hand out records and commit positions only for ``may_act_on(now)``.
 
+The consumer group protocol (KIP-848, ``group_protocol="consumer"``) has its own machine,
+:class:`ConsumerProtocolMachine` (:mod:`aiogroup.membership.consumer_machine`), driven the same
+way; both implement :class:`Machine`, what a driver needs.
+
 Misuse (an event the current state cannot take, a malformed event) raises
 :class:`aiogroup.errors.LocalProtocolError`; broker errors are data in events.
 
@@ -105,6 +109,12 @@ from aiogroup.membership.actions import (
     SendLeaveGroup,
     SendSyncGroup,
 )
+from aiogroup.membership.consumer_events import (
+    ConsumerGroupHeartbeatCompleted,
+    ConsumerGroupHeartbeatFailed,
+    SendConsumerGroupHeartbeat,
+)
+from aiogroup.membership.consumer_machine import ConsumerMemberConfig, ConsumerProtocolMachine
 from aiogroup.membership.deltas import LeaderPlan, MemberDelta, leader_plan, member_delta
 from aiogroup.membership.errors import AssignorError, RebalanceCallbackError
 from aiogroup.membership.events import (
@@ -128,6 +138,7 @@ from aiogroup.membership.events import (
     SyncGroupFailed,
     UnsubscribeRequested,
 )
+from aiogroup.membership.interface import Machine
 from aiogroup.membership.machine import GroupMember, MemberConfig, MembershipMachine
 from aiogroup.membership.selection import select_protocol
 from aiogroup.membership.states import MemberState
@@ -140,6 +151,10 @@ __all__ = [
     "CommitCompleted",
     "CommitFailed",
     "CommitOffsets",
+    "ConsumerGroupHeartbeatCompleted",
+    "ConsumerGroupHeartbeatFailed",
+    "ConsumerMemberConfig",
+    "ConsumerProtocolMachine",
     "CoordinatorFound",
     "CoordinatorLookupFailed",
     "CoordinatorLost",
@@ -154,6 +169,7 @@ __all__ = [
     "JoinGroupMember",
     "LeaderPlan",
     "LeaveGroupCompleted",
+    "Machine",
     "MemberConfig",
     "MemberDelta",
     "MemberState",
@@ -163,6 +179,7 @@ __all__ = [
     "RebalanceCallbackError",
     "RequestMetadata",
     "ResolveCommit",
+    "SendConsumerGroupHeartbeat",
     "SendHeartbeat",
     "SendJoinGroup",
     "SendLeaveGroup",

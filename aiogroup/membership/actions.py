@@ -53,10 +53,12 @@ class RequestMetadata(Action):
 
     ``topics`` lists the topics wanted; ``None`` means all topics (regex subscriptions). The
     answer must cover every topic listed (an absent topic is taken as not existing).
+    ``topic_ids``: answer with the topics' ids too (MetadataUpdated.topic_ids, KIP-848).
     """
 
     topics: frozenset[str] | None
     pattern: re.Pattern[str] | None = None
+    topic_ids: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,9 @@ before a join (``prepare``, KIP-429 1a and Java's ``onJoinPrepare``) or before a
 eager member's prepare commit, the leave commit): they are *awaited*. Whatever answers a
 commit, the caller learns the outcome from :func:`commit_error`'s translation.
 
-Nothing here is specific to the classic protocol: a KIP-848 member commits with its member
-epoch in the same way.
+Nothing here is specific to the classic protocol: the KIP-848 machine commits with its member
+epoch in the same way (its purposes: the user's and ``leave``), and :func:`commit_error` reads
+its STALE_MEMBER_EPOCH too.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from aiogroup.errors import (
     LocalProtocolError,
     PartitionNotAssignedError,
     RebalanceInProgressError,
+    StaleMemberEpochError,
     UnknownMemberIdError,
     error_for_code,
 )
@@ -62,6 +64,9 @@ class PendingCommit:
     purpose: CommitPurpose
     #: Sent while this member's JoinGroup was in flight (see CommitOffsets.during_join).
     during_join: bool = False
+    #: The offsets asked for (None: the consumed positions), to send them again (KIP-848: a
+    #: commit refused for a stale member epoch goes again with the new one).
+    offsets: Mapping[TopicPartition, int] | None = None
 
 
 class Commits:
@@ -88,9 +93,12 @@ class Commits:
         *,
         during_join: bool = False,
         awaited: bool = False,
+        offsets: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         """A commit goes out; ``awaited``: the machine goes on only once it is answered."""
-        self._pending[token] = PendingCommit(member_id, generation_id, purpose, during_join)
+        self._pending[token] = PendingCommit(
+            member_id, generation_id, purpose, during_join, offsets
+        )
         if awaited:
             self._awaited[purpose] = token
 
@@ -144,6 +152,11 @@ def commit_error(code: int, *, during_join: bool) -> KafkaError:
         )
     if code == _REBALANCE_IN_PROGRESS:
         return RebalanceInProgressError("commit failed: the group is rebalancing")
+    if code == StaleMemberEpochError.code:
+        return StaleMemberEpochError(
+            "commit failed: the coordinator has a newer member epoch for this member (KIP-848); "
+            "retry once its heartbeat has brought it"
+        )
     return error_for_code(code)
 
 

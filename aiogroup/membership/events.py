@@ -12,6 +12,7 @@ Broker errors are *data*: a failed response carries Kafka's ``error_code`` (see
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -107,9 +108,13 @@ class MetadataUpdated(Event):
     count; it replaces the machine's previous view. A subscribed topic missing from it is taken
     as deleted (its owned partitions are reported lost, KIP-429 1b), so the driver must always
     send a complete view of the topics the machine asked about.
+
+    ``topic_ids`` maps topic names to their ids (Metadata v10+), when RequestMetadata asked for
+    them (``topic_ids=True``: the KIP-848 machine, whose assignments name topics by id).
     """
 
     partitions_per_topic: Mapping[str, int] = field(default_factory=dict)
+    topic_ids: Mapping[str, uuid.UUID] = field(default_factory=dict)
 
 
 # -- coordinator --------------------------------------------------------------------------------

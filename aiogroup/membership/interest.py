@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 
 from aiogroup.errors import LocalProtocolError
@@ -36,6 +37,7 @@ class Interest:
         "pattern",
         "pattern_pending",
         "refresh_at",
+        "topic_ids",
         "topics",
     )
 
@@ -51,6 +53,8 @@ class Interest:
         self.pattern_pending = False
         #: Partition counts of the topics known (None: no metadata yet).
         self.metadata: dict[str, int] | None = None
+        #: Topic ids of the topics known, by id (Metadata v10+; KIP-848 assigns by id).
+        self.topic_ids: dict[uuid.UUID, str] = {}
         #: Topics we asked metadata for and the last answer lacked: refreshed with backoff.
         self.missing: frozenset[str] = frozenset()
         self._warned: frozenset[str] = frozenset()
@@ -112,16 +116,24 @@ class Interest:
         topics.update(group_topics)
         return frozenset(topics)
 
-    def update(self, partitions_per_topic: Mapping[str, int]) -> dict[str, int]:
-        """A metadata answer replaces the view (bad data is LocalProtocolError)."""
+    def update(
+        self,
+        partitions_per_topic: Mapping[str, int],
+        topic_ids: Mapping[str, uuid.UUID] | None = None,
+    ) -> dict[str, int]:
+        """A metadata answer replaces the view (bad data is LocalProtocolError); the topic ids
+        it names are added to those known (an id is never another topic's)."""
         try:
             self.metadata = {str(t): int(n) for t, n in partitions_per_topic.items()}
+            self.topic_ids.update({uuid.UUID(str(i)): str(t) for t, i in (topic_ids or {}).items()})
         except (TypeError, ValueError) as exc:
             raise LocalProtocolError(f"bad metadata: {exc}") from None
         self.pattern_pending = False
         return self.metadata
 
-    def track_missing(self, now: float, asked: frozenset[str] | None) -> None:
+    def track_missing(
+        self, now: float, asked: frozenset[str] | None, *, unresolved: bool = False
+    ) -> None:
         """Topics we ``asked`` metadata for that do not exist: refresh with backoff until they do.
 
         A subscribed topic created later must be assigned within seconds, not after the next
@@ -129,7 +141,8 @@ class Interest:
         it does not know with a retriable error and asks again after ``retry.backoff.ms``,
         backing off exponentially to ``retry.backoff.max.ms`` (KIP-580). The leader asks for
         every member's topics, so it notices too and rejoins when the topic appears (1b). Each
-        missing subscribed topic is warned about once, until it appears.
+        missing subscribed topic is warned about once, until it appears. ``unresolved``: an
+        assignment names topic ids the metadata does not know yet (KIP-848): refreshed alike.
         """
         known = self.metadata or {}
         missing = frozenset() if asked is None else frozenset(t for t in asked if t not in known)
@@ -144,7 +157,7 @@ class Interest:
                 topic,
             )
         self._warned = subscribed
-        if not missing:
+        if not missing and not unresolved:
             self.refresh_at = None
             self._backoff = 0.0
             return

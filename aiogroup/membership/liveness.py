@@ -14,8 +14,10 @@ method takes the ``now`` it needs. Two rules live here:
   every tenth of it for one interval after a cooperative SyncGroup (the *prompt* pace), and
   every hundredth for the first tenth after an assignment marked FOLLOW_UP (the *fast* pace).
 
-Nothing here is specific to the classic protocol's requests: a KIP-848 machine proves its
-session with ConsumerGroupHeartbeat answers in the same way.
+Nothing here is specific to the classic protocol's requests: the KIP-848 machine
+(:mod:`~aiogroup.membership.consumer_machine`) proves its session with ConsumerGroupHeartbeat
+answers in the same way, at the interval the broker gives (``interval`` is set from each
+answer) and at once where it has news (:meth:`Liveness.heartbeat_now`).
 """
 
 from __future__ import annotations
@@ -216,8 +218,19 @@ class Liveness:
     def heartbeat_rebalancing(self, now: float) -> None:
         """A heartbeat answered REBALANCE_IN_PROGRESS: the coordinator checked the member id
         and generation first and restarted the session (PreparingRebalance): it is alive."""
+        self.heartbeat_answered(now)
+
+    def heartbeat_answered(self, now: float) -> None:
+        """The coordinator took the heartbeat as the member's (it checked the member and its
+        epoch or generation, and restarted its session): a proof as of its send time."""
         self._last_ok = now
         self.prove(self._sent_at)
+
+    def heartbeat_now(self, now: float) -> None:
+        """A heartbeat is due at once (KIP-848: an acknowledgement, a new subscription, a
+        rejoin), at the usual pace after it."""
+        self._prompt_until = self._fast_until = 0.0
+        self._last_sent = now - self.interval
 
     def heartbeat_retry(self, now: float) -> None:
         """A heartbeat failed with an error to retry: again after the retry backoff rather

@@ -52,7 +52,7 @@ from aiogroup.membership.commits import (
 )
 from aiogroup.membership.config import MemberConfig
 from aiogroup.membership.deltas import LeaderPlan, existing_partitions
-from aiogroup.membership.errors import AssignorError, RebalanceCallbackError
+from aiogroup.membership.errors import AssignorError
 from aiogroup.membership.interest import Interest
 from aiogroup.membership.leader import (
     FOLLOW_UP,
@@ -66,6 +66,7 @@ from aiogroup.membership.leaving import Leaving
 from aiogroup.membership.liveness import Liveness
 from aiogroup.membership.ownership import Ownership
 from aiogroup.membership.requests import Requests
+from aiogroup.membership.routing import accepts, callback_error
 from aiogroup.membership.selection import select_protocol
 from aiogroup.membership.states import (
     ACCEPTED_EVENTS,
@@ -216,6 +217,10 @@ class MembershipMachine:
     def is_leader(self) -> bool:
         return bool(self.member_id) and self.leader_id == self.member_id
 
+    def offset_fetch_identity(self) -> tuple[str, int] | None:
+        """None: a classic member's OffsetFetch names no member (the KIP-848 machine's does)."""
+        return None
+
     @property
     def subscribed_topics(self) -> frozenset[str]:
         """The topics subscribed to now (a regex is matched against the known metadata)."""
@@ -284,22 +289,12 @@ class MembershipMachine:
         Raises :class:`LocalProtocolError` if the event is not accepted in the current state.
         Stale responses (unknown token) are dropped and return no action.
         """
-        kind = type(event)
-        request = ANSWERS.get(kind)
-        if request is None:
-            allowed = ACCEPTED_EVENTS.get(kind)
-            if allowed is None:
-                raise LocalProtocolError(f"not a membership event: {event!r}")
-            if self._state not in allowed:
-                raise LocalProtocolError(
-                    f"{kind.__name__} not accepted in state {self._state.name}"
-                )
-        elif request is not R.COMMIT and not self._requests.answered(
-            request, getattr(event, "token", None)
+        if not accepts(
+            event, self._state, answers=ANSWERS, accepted=ACCEPTED_EVENTS, tokens=self._requests
         ):
-            return []  # stale (KAFKA-13406); commits: many in flight, see _on_commit_*
+            return []  # stale (KAFKA-13406)
         out: Out = []
-        _HANDLERS[kind](self, event, now, out)
+        _HANDLERS[type(event)](self, event, now, out)
         return out
 
     def handle_timer(self, now: float) -> list[act.Action]:
@@ -1107,7 +1102,8 @@ class MembershipMachine:
             self._advance(now, out)
 
     def _on_callbacks_finished(self, e: ev.CallbacksFinished, now: float, out: Out) -> None:
-        self._raise_callback_error(e.first_error, out)
+        if (raised := callback_error(e.first_error)) is not None:
+            out.append(raised)
         if self._state is S.PREPARING:
             self._own.given_up()  # the revoked/lost partitions are gone whatever happened
             if self.coordinator_id is None:
@@ -1129,17 +1125,6 @@ class MembershipMachine:
             self._maybe_follow_up(now, out)
         elif self._state is S.LEAVING:
             self._leave_group(out)
-
-    @staticmethod
-    def _raise_callback_error(error: BaseException | None, out: Out) -> None:
-        if error is None:
-            return
-        if isinstance(error, AiogroupError):
-            out.append(act.RaiseToUser(error))
-            return
-        wrapped = RebalanceCallbackError(f"rebalance callback raised {error!r}")
-        wrapped.__cause__ = error
-        out.append(act.RaiseToUser(wrapped))
 
 
 M = MembershipMachine

@@ -7,8 +7,10 @@ machine again and a request built for one generation is never sent as another. O
 (:class:`~aiogroup.membership.states.Request`) at most one is awaited: a response is acted on
 only if its token is that one (:meth:`Requests.answered`), anything else is stale (KAFKA-13406).
 
-The token bookkeeping is not specific to the classic protocol; the builders are (a KIP-848
-machine sends ConsumerGroupHeartbeat instead of JoinGroup, SyncGroup and Heartbeat).
+The token bookkeeping and the builders of FindCoordinator, OffsetCommit and the callbacks are
+not specific to the classic protocol: they are :class:`Tokens`, which the KIP-848 machine
+(:mod:`~aiogroup.membership.consumer_machine`) uses as they are. :class:`Requests` adds the
+classic protocol's JoinGroup, SyncGroup, Heartbeat and LeaveGroup.
 """
 
 from __future__ import annotations
@@ -21,18 +23,19 @@ from aiogroup.membership.config import MemberConfig
 from aiogroup.membership.states import Request
 from aiogroup.protocol import Subscription, TopicPartition, encode_subscription, group_by_topic
 
-__all__ = ["Requests"]
+__all__ = ["Requests", "Tokens"]
 
 Partitions = frozenset[TopicPartition]
 
 
-class Requests:
-    """The tokens of a member's requests and the request actions themselves."""
+class Tokens:
+    """The tokens of a member's requests, and the request actions every protocol sends alike."""
 
-    __slots__ = ("_awaited", "_last", "config")
+    __slots__ = ("_awaited", "_last", "group_id", "group_instance_id")
 
-    def __init__(self, config: MemberConfig) -> None:
-        self.config = config
+    def __init__(self, group_id: str, group_instance_id: str | None) -> None:
+        self.group_id = group_id
+        self.group_instance_id = group_instance_id
         self._last = 0
         self._awaited: dict[Request, int] = {}
 
@@ -70,10 +73,62 @@ class Requests:
     def abandon_all(self) -> None:
         self._awaited.clear()
 
-    # -- the actions -----------------------------------------------------------------------------
+    # -- the actions every protocol sends ------------------------------------------------------
 
     def find_coordinator(self) -> act.FindCoordinator:
-        return act.FindCoordinator(self.send(Request.FIND_COORDINATOR), self.config.group_id)
+        return act.FindCoordinator(self.send(Request.FIND_COORDINATOR), self.group_id)
+
+    def commit(
+        self,
+        member_id: str,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, int] | None,
+        *,
+        during_join: bool,
+        token: int | None = None,
+    ) -> act.CommitOffsets:
+        """OffsetCommit (many may be in flight: the commits part tracks them by token);
+        ``generation_id`` is the member epoch under KIP-848. ``token``: send again under the
+        token of a commit already made (a retry its caller keeps waiting for)."""
+        return act.CommitOffsets(
+            token=self.token() if token is None else token,
+            group_id=self.group_id,
+            member_id=member_id,
+            generation_id=generation_id,
+            group_instance_id=self.group_instance_id,
+            offsets=None if offsets is None else dict(offsets),
+            during_join=during_join,
+        )
+
+    def callbacks(
+        self,
+        protocol: RebalanceProtocol,
+        member_id: str,
+        generation_id: int,
+        *,
+        revoked: Partitions = frozenset(),
+        assigned: Partitions | None = None,
+        lost: Partitions = frozenset(),
+    ) -> act.InvokeCallbacks:
+        return act.InvokeCallbacks(
+            token=self.send(Request.CALLBACKS),
+            protocol=protocol,
+            generation_id=generation_id,
+            member_id=member_id,
+            revoked=revoked,
+            assigned=assigned,
+            lost=lost,
+        )
+
+
+class Requests(Tokens):
+    """The tokens of a classic member's requests and the request actions themselves."""
+
+    __slots__ = ("config",)
+
+    def __init__(self, config: MemberConfig) -> None:
+        super().__init__(config.group_id, config.group_instance_id)
+        self.config = config
 
     def join_group(
         self,
@@ -146,43 +201,4 @@ class Requests:
             generation_id=generation_id,
             group_instance_id=self.config.group_instance_id,
             reason=reason,
-        )
-
-    def commit(
-        self,
-        member_id: str,
-        generation_id: int,
-        offsets: Mapping[TopicPartition, int] | None,
-        *,
-        during_join: bool,
-    ) -> act.CommitOffsets:
-        """OffsetCommit (many may be in flight: the commits part tracks them by token)."""
-        return act.CommitOffsets(
-            token=self.token(),
-            group_id=self.config.group_id,
-            member_id=member_id,
-            generation_id=generation_id,
-            group_instance_id=self.config.group_instance_id,
-            offsets=None if offsets is None else dict(offsets),
-            during_join=during_join,
-        )
-
-    def callbacks(
-        self,
-        protocol: RebalanceProtocol,
-        member_id: str,
-        generation_id: int,
-        *,
-        revoked: Partitions = frozenset(),
-        assigned: Partitions | None = None,
-        lost: Partitions = frozenset(),
-    ) -> act.InvokeCallbacks:
-        return act.InvokeCallbacks(
-            token=self.send(Request.CALLBACKS),
-            protocol=protocol,
-            generation_id=generation_id,
-            member_id=member_id,
-            revoked=revoked,
-            assigned=assigned,
-            lost=lost,
         )

@@ -59,14 +59,19 @@ class MemberGroup:
     # -- members ---------------------------------------------------------------------------
 
     def start(
-        self, name: str, kind: str, assignors: Sequence[str] = ("cooperative-sticky",)
+        self,
+        name: str,
+        kind: str,
+        assignors: Sequence[str] = ("cooperative-sticky",),
+        *,
+        group_protocol: str = "classic",
     ) -> None:
         argv = [
             sys.executable, "-m", "aiogroup.tools.chaos.member", kind,
             "--bootstrap", self.handle.bootstrap, "--group", self.group, "--topic", self.topic,
             "--name", name, "--dir", str(self.dir), "--assignors", ",".join(assignors),
             "--session-ms", str(SESSION_MS), "--heartbeat-ms", str(HEARTBEAT_MS),
-            "--rebalance-ms", "10000",
+            "--rebalance-ms", "10000", "--group-protocol", group_protocol,
         ]  # fmt: skip
         with (self.dir / f"{name}.stderr").open("wb") as err:
             self.procs[name] = subprocess.Popen(

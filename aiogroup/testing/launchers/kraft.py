@@ -84,6 +84,11 @@ KRAFT_CONFIG: Mapping[str, str] = {
     "inter.broker.listener.name": "PLAINTEXT",
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
+    # KIP-848 groups: the floors of the per-group session and heartbeat interval, so a test can
+    # give its group a short session (kafka-configs --entity-type groups ... --add-config
+    # consumer.session.timeout.ms=6000,consumer.heartbeat.interval.ms=500); the defaults stay.
+    "group.consumer.min.session.timeout.ms": "1000",
+    "group.consumer.min.heartbeat.interval.ms": "100",
 }
 
 #: Kafka's shell script names -> the classes they run, newest location first (3.9 and 4.x

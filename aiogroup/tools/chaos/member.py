@@ -92,10 +92,13 @@ def _started(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
 
 
 def _common_options(args: argparse.Namespace, telemetry: JsonlTelemetry) -> dict[str, Any]:
-    """The options both aiogroup kinds take alike."""
+    """The options both aiogroup kinds take alike (KIP-848's consumer protocol: no assignors,
+    the broker assigns)."""
+    consumer_protocol = args.group_protocol == "consumer"
     return {
         "topics": [args.topic],
-        "assignors": args.assignors.split(","),
+        "assignors": None if consumer_protocol else args.assignors.split(","),
+        "group_protocol": args.group_protocol,
         "group_instance_id": args.instance_id or None,
         "session_timeout_ms": args.session_ms,
         "heartbeat_interval_ms": args.heartbeat_ms,
@@ -405,6 +408,7 @@ def exec_peer(args: argparse.Namespace) -> None:
         commit_every_ms=1000,
         max_records=MAX_RECORDS,
         telemetry_dir=args.dir,
+        protocol=args.group_protocol,
     )
     sys.stdout.flush()
     sys.stderr.flush()
@@ -425,6 +429,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--instance-id", default="", help="static membership (KIP-345)")
     parser.add_argument(
         "--assignors", default=ASSIGNOR, help="comma-separated (not for kafka-python)"
+    )
+    parser.add_argument(
+        "--group-protocol",
+        choices=("classic", "consumer"),
+        default="classic",
+        help="'consumer': KIP-848 (Kafka 4.x; aiogroup kinds and the Java peer)",
     )
     parser.add_argument("--session-ms", type=int, default=3000)
     parser.add_argument("--heartbeat-ms", type=int, default=500)
