@@ -18,12 +18,10 @@ Usage::
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import re
 import time
-import uuid
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -33,19 +31,26 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
 from aiogroup.client import logs
 from aiogroup.client.callbacks import RebalanceListener, run_callbacks
+from aiogroup.client.machines import (
+    DEFAULT_ASSIGNORS,
+    check_subscription,
+    make_machine,
+    new_member_id,
+)
 from aiogroup.client.options import (
     aiokafka_client_options,
     check_options,
     parameter_names,
     topic_names,
 )
+from aiogroup.client.outcome import OffsetsSource, RebalanceOutcome
 from aiogroup.client.reporting import ActingWatch, Reporter, TelemetryListener
 from aiogroup.client.requests import Requests
 from aiogroup.client.signal import Signal
@@ -67,11 +72,7 @@ from aiogroup.errors import (
 from aiogroup.membership import actions as act
 from aiogroup.membership import consumer_events as cev
 from aiogroup.membership import events as ev
-from aiogroup.membership.consumer_machine import ConsumerMemberConfig, ConsumerProtocolMachine
 from aiogroup.membership.interface import Machine
-from aiogroup.membership.machine import MemberConfig
-from aiogroup.membership.machine import MembershipMachine as _Machine
-from aiogroup.membership.regex import to_re2
 from aiogroup.membership.states import MemberState
 from aiogroup.observability.metrics import KIP429Metrics, MetricsSink, TeeMetrics
 from aiogroup.protocol.types import TopicPartition
@@ -90,75 +91,6 @@ log = logging.getLogger("aiogroup.client")
 
 Partitions = frozenset[TopicPartition]
 T = TypeVar("T")
-
-#: The assignors of a classic member when none are given (the consumer protocol has none:
-#: the broker assigns, see ``group_remote_assignor``).
-DEFAULT_ASSIGNORS: tuple[str, ...] = ("cooperative-sticky",)
-
-
-def new_member_id() -> str:
-    """A member id for KIP-848's ConsumerGroupHeartbeat v1, which the client generates
-    (KIP-1082): 16 random bytes written as Kafka writes a Uuid (URL-safe base64, unpadded)."""
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        if not text.startswith("-"):  # as Kafka's Uuid.randomUuid, never a leading dash
-            return text
-
-
-def check_subscription(
-    config: GroupConfig,
-    assignors: Sequence[PartitionAssignor | str] | None,
-    pattern: str | re.Pattern[str] | None,
-) -> None:
-    """Refuse what the group protocol cannot run, before anything connects: assignors under
-    the consumer protocol (the broker assigns), a pattern RE2/J reads otherwise than Python."""
-    if config.group_protocol != "consumer":
-        return
-    if assignors is not None:
-        raise ConfigurationError(
-            "assignors= chooses the client-side assignors of the classic protocol; with "
-            "group_protocol='consumer' the broker assigns: choose its assignor with "
-            "group_remote_assignor='uniform' or 'range' (None: the broker's default)"
-        )
-    if pattern is not None:
-        to_re2(pattern)
-
-
-class OffsetsSource(Protocol):
-    """Where auto-commit finds the consumed positions (the consumer that owns the member)."""
-
-    def offsets_to_commit(
-        self, partitions: Iterable[TopicPartition]
-    ) -> Mapping[TopicPartition, int]:
-        """The consumed positions of ``partitions`` that are not committed yet."""
-        ...
-
-    def offsets_committed(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """``offsets`` were committed (any commit through this member)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class RebalanceOutcome:
-    """What one completed rebalance changed for this member.
-
-    ``assigned`` is what the ``on_partitions_assigned`` callback received (under COOPERATIVE
-    only the newly added partitions, under EAGER the full assignment); ``revoked`` and ``lost``
-    gather what the member gave up since the previous outcome. ``assignment`` is everything the
-    member owns once the rebalance completed. ``error`` is the first exception a callback
-    raised in this rebalance (also raised from the call that drives the member).
-    """
-
-    generation_id: int
-    member_id: str
-    protocol: RebalanceProtocol
-    assigned: Partitions
-    revoked: Partitions
-    lost: Partitions
-    assignment: Partitions
-    ended: float = field(default=0.0, compare=False)
-    error: BaseException | None = field(default=None, compare=False)
-
 
 @dataclass(slots=True)
 class _Call:
@@ -259,29 +191,9 @@ class GroupMember:
         # Auto-commit needs positions: only a consumer that fetches has them.
         auto_commit = enable_auto_commit and offsets_source is not None
         # The one place the group protocol is chosen: the driver runs either machine alike.
-        self._machine: Machine
-        if config.group_protocol == "consumer":
-            self._machine = ConsumerProtocolMachine(
-                ConsumerMemberConfig.of(
-                    config,
-                    group_id=group_id,
-                    member_id=new_member_id(),  # KIP-1082: the client's, for its whole life
-                    enable_auto_commit=auto_commit,
-                ),
-                metrics=sink,
-            )
-        else:
-            chosen = DEFAULT_ASSIGNORS if assignors is None else assignors
-            resolved = [_resolve_assignor(a) for a in chosen]
-            self._machine = _Machine(
-                MemberConfig.of(
-                    config,
-                    group_id=group_id,
-                    assignors=resolved,
-                    enable_auto_commit=auto_commit,
-                ),
-                metrics=sink,
-            )
+        self._machine: Machine = make_machine(
+            config, group_id, assignors, enable_auto_commit=auto_commit, metrics=sink
+        )
         if transport is not None:
             if client_options:
                 raise ConfigurationError(
@@ -329,6 +241,9 @@ class GroupMember:
             _RequestHost(self),
             retry_backoff_ms=config.retry_backoff_ms,
             metadata_max_age_ms=config.metadata_max_age_ms,
+            report=self._report,
+            offsets_source=offsets_source,
+            machine=self._machine,
         )
         self._revoked_acc: set[TopicPartition] = set()
         self._lost_acc: set[TopicPartition] = set()
@@ -1040,47 +955,9 @@ class _RequestHost:
     def auth_failed(self, exc: BaseException) -> None:
         self._member._auth_failed(exc)
 
-    def committed(
-        self, action: act.CommitOffsets, offsets: Mapping[TopicPartition, int], started: float
-    ) -> None:
-        member = self._member
-        member._report("offsets_committed", offsets, action.generation_id, started=started)
-        if member._offsets_source is not None:
-            try:
-                member._offsets_source.offsets_committed(offsets)
-            except Exception as exc:  # the source's bookkeeping must not lose the answer
-                log.warning("offsets_committed hook failed: %r", exc)
-
-    def commit_refused(
-        self,
-        action: act.CommitOffsets,
-        offsets: Mapping[TopicPartition, int],
-        error_code: int,
-        started: float,
-    ) -> None:
-        member = self._member
-        member._report(
-            "commit_failed",
-            offsets,
-            action.generation_id,
-            error=f"error {error_code}",
-            state=member._machine.state.value,
-            error_code=error_code,
-            during_join=action.during_join,
-            started=started,
-        )
-
 
 def _own_options() -> frozenset[str]:
     return parameter_names(GroupMember.__init__)
-
-
-def _resolve_assignor(assignor: PartitionAssignor | str) -> PartitionAssignor:
-    if isinstance(assignor, PartitionAssignor):
-        return assignor
-    from aiogroup.assignors.registry import get_assignor
-
-    return get_assignor(assignor)
 
 
 def _offset_or_none(committed: CommittedOffset) -> int | None:

@@ -21,6 +21,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
+from aiogroup.client.outcome import OffsetsSource
+from aiogroup.client.reporting import Reporter
 from aiogroup.client.transport import Transport
 from aiogroup.errors import (
     AiogroupError,
@@ -32,6 +34,7 @@ from aiogroup.errors import (
 from aiogroup.membership import actions as act
 from aiogroup.membership import consumer_events as cev
 from aiogroup.membership import events as ev
+from aiogroup.membership.interface import Machine
 from aiogroup.protocol.types import TopicPartition
 
 __all__ = ["RequestHost", "Requests"]
@@ -58,19 +61,6 @@ class RequestHost(Protocol):
     def auth_failed(self, exc: BaseException) -> None:
         """A connect refused by TLS or SASL: the user hears of it from the next call."""
 
-    def committed(
-        self, action: act.CommitOffsets, offsets: Mapping[TopicPartition, int], started: float
-    ) -> None:
-        """An OffsetCommit was accepted (telemetry, the consumer's bookkeeping)."""
-
-    def commit_refused(
-        self,
-        action: act.CommitOffsets,
-        offsets: Mapping[TopicPartition, int],
-        error_code: int,
-        started: float,
-    ) -> None:
-        """An OffsetCommit was answered with ``error_code`` (telemetry)."""
 
 
 class Requests:
@@ -84,10 +74,18 @@ class Requests:
         *,
         retry_backoff_ms: int,
         metadata_max_age_ms: int,
+        report: Reporter,
+        offsets_source: OffsetsSource | None,
+        machine: Machine,
     ) -> None:
         self.transport = transport
         self.group_id = group_id
         self.host = host
+        #: Telemetry of commits; the consumer's bookkeeping of what is committed; the machine
+        #: (its state goes with a refused commit into telemetry).
+        self.report = report
+        self.offsets_source = offsets_source
+        self.machine = machine
         self.retry_backoff_ms = retry_backoff_ms
         self.metadata_max_age_ms = metadata_max_age_ms
         #: The last metadata the machine asked for, refreshed every ``metadata_max_age_ms``.
@@ -273,7 +271,16 @@ class Requests:
             self.host.post(ev.CoordinatorLost())
             return
         if result.error_code:
-            self.host.commit_refused(action, offsets, result.error_code, started)
+            self.report(
+            "commit_failed",
+            offsets,
+            action.generation_id,
+            error=f"error {result.error_code}",
+            state=self.machine.state.value,
+            error_code=result.error_code,
+            during_join=action.during_join,
+            started=started,
+        )
             self.host.post(ev.CommitFailed(action.token, result.error_code))
             return
         log.debug(
@@ -282,7 +289,12 @@ class Requests:
             len(offsets),
             action.generation_id,
         )
-        self.host.committed(action, offsets, started)
+        self.report("offsets_committed", offsets, action.generation_id, started=started)
+        if self.offsets_source is not None:
+            try:
+                self.offsets_source.offsets_committed(offsets)
+            except Exception as exc:  # the source's bookkeeping must not lose the answer
+                log.warning("offsets_committed hook failed: %r", exc)
         self.host.post(ev.CommitCompleted(action.token))
 
     # -- metadata -----------------------------------------------------------------------

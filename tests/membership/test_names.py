@@ -17,11 +17,15 @@ def test_the_old_name_is_the_same_class() -> None:
 
 
 def test_the_driver_keeps_its_name_and_runs_the_machine() -> None:
-    from aiogroup.client import member
+    from aiogroup.client.machines import make_machine
+    from aiogroup.config import GroupConfig
+    from aiogroup.observability.metrics import NullMetrics
 
     assert aiogroup.client.GroupMember.__name__ == "GroupMember"
     assert aiogroup.client.GroupMember is not MembershipMachine
-    assert member._Machine is MembershipMachine
+    machine = make_machine(GroupConfig(), "g", None, enable_auto_commit=False,
+                           metrics=NullMetrics())  # fmt: skip
+    assert type(machine) is MembershipMachine
 
 
 def test_member_config_keeps_its_homes() -> None:
