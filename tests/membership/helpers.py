@@ -38,6 +38,12 @@ def tps(*names: str) -> frozenset[TopicPartition]:
     return frozenset(out)
 
 
+def state_of(m: MembershipMachine) -> MemberState:
+    """``m.state``, read afresh: mypy keeps the state an earlier ``assert m.state is ...``
+    narrowed it to across the events fed since."""
+    return m.state
+
+
 class FixedAssignor(PartitionAssignor):
     """Returns whatever ``plan`` says (member id -> partitions); records its inputs."""
 
