@@ -10,11 +10,13 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiogroup.assignors.balancer import ClaimIndex, Layout, last_index, shared_index
-from aiogroup.assignors.balancer.claims import ClaimedIds, in_order
+from aiogroup.assignors.balancer.claims import ClaimedIds, Claims, in_order
 
 claims = st.dictionaries(
     st.sampled_from("abc"), st.lists(st.integers(-1, 6), max_size=4).map(tuple), max_size=3
@@ -65,13 +67,14 @@ def test_plain_is_regular_and_within(
 
 
 def test_plain_refuses_what_is_not_an_int() -> None:
-    index = ClaimIndex([{"a": (True, 2)}, {"b": (1.0,)}, {"c": (1, 2)}])
+    # A float among the claims: what a member may send, not what the type says.
+    index = ClaimIndex(cast("list[Claims]", [{"a": (True, 2)}, {"b": (1.0,)}, {"c": (1, 2)}]))
     assert not index.plain("a", 3) and not index.plain("b", 3) and index.plain("c", 3)
     assert index.claimed("c", 1) and index.claimed("c", True) and not index.claimed("c", 0)
 
 
 def test_claim_index_refuses_what_is_not_an_int() -> None:
-    index = ClaimIndex([{"a": (True, 2)}, {"b": (1.0,)}, {"c": (1, 2)}])
+    index = ClaimIndex(cast("list[Claims]", [{"a": (True, 2)}, {"b": (1.0,)}, {"c": (1, 2)}]))
     assert not index.regular("a") and not index.regular("b") and index.regular("c")
 
 
@@ -98,11 +101,11 @@ def test_in_order_with_tuples_longer_than_a_byte() -> None:
 
 
 def test_shared_index_is_made_once_for_the_same_claims() -> None:
-    maps = [{"a": (0, 1)}, {"b": (2,)}]
+    maps: list[Claims] = [{"a": (0, 1)}, {"b": (2,)}]
     index = shared_index(maps)
     assert shared_index(list(maps)) is index  # the very same claims, in another list
     assert last_index(maps) is index
-    equal = [{"a": (0, 1)}, {"b": (2,)}]  # equal, but not the same objects
+    equal: list[Claims] = [{"a": (0, 1)}, {"b": (2,)}]  # equal, but not the same objects
     assert last_index(equal) is None
     other = shared_index(equal)
     assert other is not index and other.claims == index.claims

@@ -88,7 +88,7 @@ def test_whole_claims_assign_as_their_ids(
         items = list(claim.items())
         rnd.shuffle(items)
         whole.append({t: tuple(rnd.sample(ps, len(ps))) for t, ps in items} or None)
-    ordered = [bool(w) and in_order(w, [len(ps) for ps in w.values()]) for w in whole]
+    ordered = [w is not None and in_order(w, [len(ps) for ps in w.values()]) for w in whole]
     want = Plan(layout, [f"m{i}" for i in range(members)], kept, added, set()).assignments()
     ids = [f"m{i}" for i in range(members)]
     no_kept: list[list[int]] = [[] for _ in range(members)]

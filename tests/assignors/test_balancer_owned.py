@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from aiogroup.assignors.balancer import Layout, MemberClaim
 from aiogroup.assignors.balancer.owned import OwnedClaims, OwnedIds
+from aiogroup.protocol.types import PartitionsByTopic
 
 
 @st.composite
@@ -79,7 +81,7 @@ def test_owned_claims_answer_as_owned_ids(
         ([MemberClaim("a", ["t"], {"t": (5,)})], [0]),  # no such partition
         ([MemberClaim("a", ["t"], {"t": (-1,)})], [0]),
         ([MemberClaim("a", ["t"], {"t": [0]})], [1]),  # partitions in a list
-        ([MemberClaim("a", ["t"], {"t": ("0",)})], [0]),  # not an int
+        ([MemberClaim("a", ["t"], cast(PartitionsByTopic, {"t": ("0",)}))], [0]),  # not an int
     ],
 )
 def test_owned_claims_decline_what_is_not_plain(

@@ -23,6 +23,7 @@ from aiogroup.membership import (
     SubscriptionChanged,
     SyncGroupCompleted,
 )
+from aiogroup.membership.interface import Machine
 from aiogroup.protocol import Assignment, Subscription, TopicPartition, encode_assignment
 from aiogroup.protocol.types import group_by_topic
 
@@ -36,6 +37,12 @@ def tps(*names: str) -> frozenset[TopicPartition]:
         topic, _, p = n.rpartition("-")
         out.add(TopicPartition(topic, int(p)))
     return frozenset(out)
+
+
+def state_of(m: Machine) -> MemberState:
+    """``m.state``, read afresh: mypy keeps the state an earlier ``assert m.state is ...``
+    narrowed it to across the events fed since."""
+    return m.state
 
 
 class FixedAssignor(PartitionAssignor):

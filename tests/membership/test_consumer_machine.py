@@ -31,6 +31,7 @@ from aiogroup.membership.consumer_events import (
     SendConsumerGroupHeartbeat,
 )
 from aiogroup.membership.states import MemberState
+from tests.membership.helpers import state_of
 
 from .consumer_helpers import BILLING, COUNTS, IDS, ORDERS, Script, of, one, parts
 
@@ -52,7 +53,7 @@ def test_join_assign_then_acknowledge() -> None:
     cb = one(out, act.InvokeCallbacks)
     assert cb.assigned == parts("orders", 0, 1) and not cb.revoked and cb.generation_id == 3
     s.finish_callbacks()
-    assert s.m.state is S.STABLE and s.m.may_act_on(s.now) == parts("orders", 0, 1)
+    assert state_of(s.m) is S.STABLE and s.m.may_act_on(s.now) == parts("orders", 0, 1)
     ack = s.heartbeat
     assert ack is not None and ack.owned == {ORDERS: (0, 1)} and ack.member_epoch == 3
     # The acknowledgement leaves out what did not change.

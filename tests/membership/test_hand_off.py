@@ -27,7 +27,7 @@ from aiogroup.membership import (
     SendSyncGroup,
     SyncGroupCompleted,
 )
-from aiogroup.membership.machine import FOLLOW_UP, HAND_OFF_AWARE
+from aiogroup.membership.leader import FOLLOW_UP, HAND_OFF_AWARE
 from aiogroup.protocol import (
     Assignment,
     Subscription,

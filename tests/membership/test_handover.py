@@ -28,7 +28,7 @@ from aiogroup.membership import (
     SendSyncGroup,
     SyncGroupCompleted,
 )
-from aiogroup.membership.machine import FOLLOW_UP, FOLLOW_UP_MAX_MEMBERS, HAND_OFF_AWARE
+from aiogroup.membership.leader import FOLLOW_UP, FOLLOW_UP_MAX_MEMBERS, HAND_OFF_AWARE
 from aiogroup.protocol import (
     Assignment,
     Subscription,

@@ -50,7 +50,7 @@ from aiogroup.membership import (
     SyncGroupFailed,
     UnsubscribeRequested,
 )
-from aiogroup.membership.machine import FOLLOW_UP, HAND_OFF_AWARE
+from aiogroup.membership.leader import FOLLOW_UP, HAND_OFF_AWARE
 from aiogroup.observability.metrics import KIP429Metrics
 from aiogroup.protocol import (
     Assignment,
@@ -63,7 +63,7 @@ from aiogroup.protocol import (
 )
 from aiogroup.protocol.types import TopicPartition, group_by_topic
 
-from .helpers import EagerFixed, FixedAssignor, Script, leader_join, member, tps
+from .helpers import EagerFixed, FixedAssignor, Script, leader_join, member, state_of, tps
 
 COOP = RebalanceProtocol.COOPERATIVE
 EAGER = RebalanceProtocol.EAGER
@@ -107,7 +107,7 @@ def test_fresh_follower_joins_and_gets_assigned_callback() -> None:
     assert assignor.on_assignment_calls[-1][1] == GroupMetadata(5, "m1", "g", None)
     assert s.m.state is MemberState.RECONCILING
     s.feed(CallbacksFinished(cb.token))
-    assert s.m.state is MemberState.STABLE
+    assert state_of(s.m) is MemberState.STABLE
     assert s.m.assignment == tps("t-0", "t-1")
     assert (s.m.member_id, s.m.generation_id) == ("m1", 5)
 
@@ -284,7 +284,7 @@ def test_fenced_instance_id_is_fatal(api: str) -> None:
     with pytest.raises(CommitFailedError):
         s.m.commit(None, s.now)
     s.feed(CloseRequested())
-    assert s.m.state is MemberState.CLOSED
+    assert state_of(s.m) is MemberState.CLOSED
 
 
 @pytest.mark.parametrize("api", ["heartbeat", "join", "sync"])
@@ -299,7 +299,7 @@ def test_coordinator_errors_rediscover(api: str, code: int) -> None:
     s.clear()
     s.feed(CoordinatorFound(find.token, 2))
     if api == "heartbeat":
-        assert s.m.state is MemberState.STABLE and not s.has(SendJoinGroup)
+        assert state_of(s.m) is MemberState.STABLE and not s.has(SendJoinGroup)
     else:
         assert owned_in(s.take(SendJoinGroup)) == tps("t-0", "t-1")
 
@@ -683,7 +683,7 @@ def _md(topics: list[str], owned: dict[str, tuple[int, ...]] | None = None, gen:
     )
 
 
-def _sync_assignments(sync: SendSyncGroup) -> dict[str, frozenset[object]]:
+def _sync_assignments(sync: SendSyncGroup) -> dict[str, frozenset[TopicPartition]]:
     return {
         m: frozenset(to_topic_partitions(decode_assignment(b).partitions))
         for m, b in sync.assignments

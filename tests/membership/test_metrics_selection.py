@@ -133,7 +133,7 @@ def test_sans_io_core_imports_no_clock_or_io() -> None:
     assert len(files) >= 8
     for path in files:
         tree = ast.parse(path.read_text())
-        names = set()
+        names: set[str] = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names.update(a.name.split(".")[0] for a in node.names)

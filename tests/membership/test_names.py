@@ -21,8 +21,8 @@ def test_the_driver_keeps_its_name_and_runs_the_machine() -> None:
     from aiogroup.config import GroupConfig
     from aiogroup.observability.metrics import NullMetrics
 
-    assert aiogroup.client.GroupMember.__name__ == "GroupMember"
-    assert aiogroup.client.GroupMember is not MembershipMachine
+    driver: type[object] = aiogroup.client.GroupMember
+    assert driver.__name__ == "GroupMember" and driver is not MembershipMachine
     machine = make_machine(GroupConfig(), "g", None, enable_auto_commit=False,
                            metrics=NullMetrics())  # fmt: skip
     assert type(machine) is MembershipMachine

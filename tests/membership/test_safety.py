@@ -44,7 +44,7 @@ from aiogroup.membership import (
 from aiogroup.protocol import Assignment, Subscription, encode_assignment, encode_subscription
 from aiogroup.protocol.types import TopicPartition, group_by_topic
 
-from .helpers import Script, member, tps
+from .helpers import Script, member, state_of, tps
 
 COOP = RebalanceProtocol.COOPERATIVE
 EAGER = RebalanceProtocol.EAGER
@@ -367,7 +367,7 @@ def test_the_lapse_wakes_the_driver_once() -> None:
     assert s.m.next_deadline() is None  # no busy loop on a deadline already passed
     s.now = deadline + 1  # type: ignore[operator]
     s.feed(JoinGroupCompleted(join.token, 2, "m1", "leader-x", join.protocols[0][0]))
-    assert s.m.state is MemberState.AWAITING_SYNC
+    assert state_of(s.m) is MemberState.AWAITING_SYNC
 
 
 def test_falling_out_of_the_group_forgets_the_proof() -> None:

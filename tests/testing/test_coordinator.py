@@ -46,11 +46,11 @@ COOP = ("cooperative-sticky", b"coop-meta")
 
 @dataclass
 class Reply(Generic[T]):
-    """Collects what a ``respond`` callback received."""
+    """Collects what a ``respond`` callback received (``None``: Kafka never answers it)."""
 
-    answers: list[T] = field(default_factory=list)
+    answers: list[T | None] = field(default_factory=list)
 
-    def __call__(self, answer: T) -> None:
+    def __call__(self, answer: T | None) -> None:
         self.answers.append(answer)
 
     @property
@@ -60,7 +60,9 @@ class Reply(Generic[T]):
     @property
     def value(self) -> T:
         assert len(self.answers) == 1, f"expected exactly one answer, got {self.answers}"
-        return self.answers[0]
+        answer = self.answers[0]
+        assert answer is not None, "never answered"
+        return answer
 
 
 class Harness:
@@ -763,7 +765,7 @@ def form_static_group(h: Harness, instances: Sequence[str]) -> tuple[dict[str, s
     ids = {}
     for inst in instances:
         r = h.join(instance=inst, client=inst)
-        ids[inst] = r.answers[0].member_id if r.done else ""
+        ids[inst] = r.value.member_id if r.done else ""
     if h.view().state == "PreparingRebalance":
         h.rejoin_all()
     for m in h.view().members:
@@ -1063,7 +1065,8 @@ def test_reentrant_callback() -> None:
     h = Harness()
     seen: list[int] = []
 
-    def respond(resp: JoinGroupResponseData) -> None:
+    def respond(resp: JoinGroupResponseData | None) -> None:
+        assert resp is not None
         seen.append(resp.error_code)
         if resp.error_code == ErrorCode.MEMBER_ID_REQUIRED:
             h.coord.join_group(
@@ -1084,7 +1087,7 @@ def test_superseded_join_is_never_answered() -> None:
     leader = h.view().leader or ""
     first = h.join(leader)
     second = h.join(leader)
-    assert first.value is None
+    assert first.answers == [None]
     h.rejoin_all()
     assert second.value is not None and second.value.error_code == ErrorCode.NONE
     assert first.answers == [None]
@@ -1135,7 +1138,7 @@ def test_superseded_sync_is_never_answered() -> None:
     follower = next(m.member_id for m in v.members if m.member_id != v.leader)
     first = h.sync(follower, v.generation_id)
     second = h.sync(follower, v.generation_id)
-    assert first.value is None
+    assert first.answers == [None]
     h.sync(v.leader or "", v.generation_id, [(follower, b"F")])
     assert second.value is not None and second.value.assignment == b"F"
 

@@ -67,7 +67,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
         class Tracking(Reply[JoinGroupResponseData]):
             def __call__(self, answer: JoinGroupResponseData | None) -> None:
-                super().__call__(answer)  # type: ignore[arg-type]
+                super().__call__(answer)
                 if answer is None:
                     return  # superseded by the slot's next JoinGroup: Kafka never answers it
                 assert answer.error_code in VALID_CODES

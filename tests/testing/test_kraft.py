@@ -246,7 +246,7 @@ async def _join_commit(bootstrap: str, topic: str, group: str) -> None:
         while not (
             a.assignment and b.assignment and a.assignment | b.assignment == _tps(topic)
         ) or not (a.state is b.state and a.state.name == "STABLE"):
-            waiters = [a.changed(), b.changed()]
+            waiters = [asyncio.ensure_future(m.changed()) for m in (a, b)]
             await asyncio.wait_for(asyncio.wait(waiters, return_when="FIRST_COMPLETED"), 60)
         assert not a.assignment & b.assignment
         await a.commit({tp: 7 for tp in a.assignment})

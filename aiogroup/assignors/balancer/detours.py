@@ -20,17 +20,28 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Protocol
 
-from aiogroup.assignors.balancer.held import Held
-
-__all__ = ["Detours", "undo_detours"]
+__all__ = ["Detours", "HeldPlan", "undo_detours"]
 
 #: A hop: (giver, receiver, topic).
 Hop = tuple[int, int, int]
 
 
+class HeldPlan(Protocol):
+    """What the detours need of the plan's ``held``
+    (:class:`~aiogroup.assignors.balancer.held.Held`, or a plan written out by hand):
+    ``held[i]``, member ``i``'s partitions as ``{topic index: [ids]}``, changed in place; and
+    ``members``, how many members there are."""
+
+    @property
+    def members(self) -> int: ...
+
+    def __getitem__(self, i: int, /) -> dict[int, list[int]]: ...
+
+
 def undo_detours(
-    held: Held,
+    held: HeldPlan,
     owner_of: list[int],
     origin: dict[int, int],
     holder: dict[int, int],
@@ -73,7 +84,7 @@ class Detours:
 
     def __init__(
         self,
-        held: Held,
+        held: HeldPlan,
         owner_of: list[int],
         origin: dict[int, int],
         holder: dict[int, int],

@@ -40,6 +40,7 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import overload
 
 from aiogroup.errors import AiogroupError
 from aiogroup.testing.launchers.kafka23 import (
@@ -102,6 +103,12 @@ def kafka_versions() -> list[str]:
     return [KAFKA23_VERSION, *pinned_versions()]
 
 
+@overload
+def ensure_kafka(cache: Path | None = None, *, version: None = None) -> Kafka23Install: ...
+@overload
+def ensure_kafka(
+    cache: Path | None = None, *, version: str | None = None
+) -> Kafka23Install | KRaftInstall: ...
 def ensure_kafka(
     cache: Path | None = None, *, version: str | None = None
 ) -> Kafka23Install | KRaftInstall:

@@ -247,9 +247,14 @@ class KafkaBroker:
         quick_jit: bool = True,
         start_timeout: float = 120.0,
         keep: bool | None = None,
+        brokers: int = 1,
+        racks: Sequence[str] | None = None,
     ) -> None:
         if version is not None:
             self.version = version
+        # Checked by each version's class (only KRaft runs more than one broker).
+        self.brokers = brokers
+        self.racks = list(racks) if racks is not None else None
         self.extra_config = dict(config or {})
         self.listeners = [Listener("PLAINTEXT"), *listeners]
         for listener in self.listeners:

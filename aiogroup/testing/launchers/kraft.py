@@ -371,11 +371,10 @@ class KRaftKafkaBroker(KafkaBroker):
             raise ConfigurationError(f"racks names {len(racks)} racks for {brokers} brokers")
         super().__init__(
             version=version, config=config, listeners=listeners, jaas=jaas, heap_mb=heap_mb,
-            quick_jit=quick_jit, start_timeout=start_timeout, keep=keep,
+            quick_jit=quick_jit, start_timeout=start_timeout, keep=keep, brokers=brokers,
+            racks=racks,
         )  # fmt: skip
         self.install = install
-        self.brokers = brokers
-        self.racks = list(racks) if racks is not None else None
         self.controller_port = 0
         self.cluster_id = _cluster_id()
         #: Node id -> its listeners; node 1's are :attr:`listeners`.

@@ -65,10 +65,21 @@ def test_commit_error(code: int, during_join: bool, kind: type, retriable: bool)
     assert type(error) is kind and error.retriable is retriable
 
 
-def refuse(state: MemberState, **kw: bool) -> None:
-    args = {"cooperative": True, "in_generation": True, "joined": True, "coordinator_known": True}
-    args.update(kw)
-    refuse_commit(state, **args)
+def refuse(
+    state: MemberState,
+    *,
+    cooperative: bool = True,
+    in_generation: bool = True,
+    joined: bool = True,
+    coordinator_known: bool = True,
+) -> None:
+    refuse_commit(
+        state,
+        cooperative=cooperative,
+        in_generation=in_generation,
+        joined=joined,
+        coordinator_known=coordinator_known,
+    )
 
 
 def test_refuse_commit_where_the_coordinator_would() -> None:

@@ -134,7 +134,9 @@ def test_a_follow_up_when_nobody_frees_them_within_the_handover_wait() -> None:
 
 def test_no_follow_up_mark_in_large_groups() -> None:
     ld = leadership()
-    claims = {f"m{i:03}": ((), -1) for i in range(FOLLOW_UP_MAX_MEMBERS)}
+    claims: dict[str, tuple[Sequence[int], int]] = {
+        f"m{i:03}": ((), -1) for i in range(FOLLOW_UP_MAX_MEMBERS)
+    }
     claims["a"] = ((0,), 0)
     ld.joined(members(claims))
     got = decoded(ld.plan(FixedAssignor({"b": tps("t-0")}), 1, META, cooperative=True))

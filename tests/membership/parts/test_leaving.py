@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from aiogroup.membership.leader import FOLLOW_UP, HAND_OFF_AWARE
-from aiogroup.membership.leaving import Leaving
+from aiogroup.membership.leaving import HandOff, LeavePhase, Leaving
 
 
 def test_a_close_waiting_for_the_rebalance() -> None:
@@ -31,7 +31,8 @@ def test_a_hand_off_joins_once_subscribed_to_nothing_then_leaves_after_its_round
     assert not lv.due(ready=True, owns=True, leader_id="L", is_leader=False)
     assert lv.join_sent() and lv.hand_off == "joined"
     lv.synced("L", frozenset({HAND_OFF_AWARE, FOLLOW_UP}))
-    assert lv.hand_off == "done" and not lv.handing_off
+    # cast: mypy would keep the "joined" the assert above narrowed hand_off to.
+    assert cast(HandOff, lv.hand_off) == "done" and not lv.handing_off
     assert lv.due(ready=True, owns=True, leader_id="L", is_leader=False)
     assert not lv.join_sent()  # no more hand-off joins
 
@@ -98,7 +99,8 @@ def test_the_leave() -> None:
     assert lv.request_reason() == "the consumer is closing"
     lv.phase = "leave"
     lv.finished()
-    assert lv.phase == "" and not lv.lost and lv.reason == ""
+    # cast: mypy would keep the "leave" set above.
+    assert cast(LeavePhase, lv.phase) == "" and not lv.lost and lv.reason == ""
     lv.start(close=False, lost=True, reason="poll timeout")
     assert lv.request_reason() == "poll timeout" and lv.lost
     lv.start(close=False, lost=False, reason="")
