@@ -40,10 +40,11 @@ def _judge(g: MemberGroup, codes: dict[str, int]) -> None:
 
 @pytest.mark.parametrize("kafka_broker", BROKERS, indirect=True)
 @pytest.mark.every_broker  # the smoke subset: every live Kafka
-def test_a_cooperative_group_of_aiogroup_java_and_franz_go(
+def test_a_cooperative_group_of_aiogroup_java_franz_go_librdkafka_and_kafka_python(
     kafka_broker: BrokerHandle, java_peer: list[str], franz_go_peer: list[str], tmp_path: Path
 ) -> None:
-    """Members join and leave one at a time, each kind in turn: every record is processed at
+    """Members of five clients join and leave one at a time, each kind in turn (issue 25.2):
+    every record is processed at
     least once, no partition ever has two owners, every callback is in order (the checker),
     each member runs cooperatively and revokes only what moves (KIP-429)."""
     g = MemberGroup(kafka_broker, tmp_path)
@@ -55,6 +56,10 @@ def test_a_cooperative_group_of_aiogroup_java_and_franz_go(
         g.wait(g.converged, "j1 and f1 (franz-go) sharing the partitions")
         g.start("a1", "aiogroup-consumer")
         g.wait(g.converged, "j1, f1 and a1 (aiogroup) sharing the partitions")
+        g.start("r1", "librdkafka")
+        g.wait(g.converged, "r1 (librdkafka) taking its share")
+        g.start("p1", "kafka-python")
+        g.wait(g.converged, "p1 (kafka-python) taking its share")
         g.produce(20)
         g.wait(lambda: not g.unprocessed(), "every record processed")
         assert g.stop("f1") == 0
@@ -76,7 +81,6 @@ def test_a_cooperative_group_of_aiogroup_java_and_franz_go(
         name: {"cooperative"} for name in events
     }
     verdict = g.verdict()
-    assert set(verdict.members) == {"aiogroup", "java", "franz-go"}
-    assert all(verdict.processed.get(c, 0) > 0 for c in ("aiogroup", "java", "franz-go")), (
-        verdict.processed
-    )
+    clients = {"aiogroup", "java", "franz-go", "librdkafka", "kafka-python"}
+    assert set(verdict.members) == clients
+    assert all(verdict.processed.get(c, 0) > 0 for c in clients), verdict.processed
