@@ -36,7 +36,7 @@ def test_every_flavour_names_every_rule() -> None:
     assert (
         RULES["initial-delay"].by_flavour["kafka3"] == RULES["initial-delay"].by_flavour["kafka2"]
     )
-    for rid in ("group-max-size", "heartbeat-completing", "pending-sync-timeout", "api-versions"):
+    for rid in ("group-max-size", "heartbeat-completing", "pending-sync-timeout"):
         assert RULES[rid].by_flavour["kafka3"] == RULES[rid].by_flavour["kafka4"], rid
     with pytest.raises(Exception, match="flavour"):
         CoordinatorConfig(flavour="kafka1")

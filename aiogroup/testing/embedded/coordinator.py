@@ -341,8 +341,9 @@ class GroupCoordinator(MemberRequests):
     ) -> list[DescribedGroup]:
         """``handleDescribeGroup``. Member metadata, assignments and the protocol name are shown
         only for a Stable group (``GroupMetadata.summary``); a missing group is Dead (v0-5) or
-        GROUP_ID_NOT_FOUND (v6+). v3+ carries the authorized operations when asked for (with no
-        authorizer, every group operation); otherwise the flavour's default."""
+        GROUP_ID_NOT_FOUND with a message (v6+, KIP-1043). v3+ carries the authorized operations
+        when asked for (with no authorizer, every group operation); otherwise the flavour's
+        default."""
         flavour = self.flavour
         operations = flavour.authorized_operations_default
         if include_authorized_operations:
@@ -354,8 +355,15 @@ class GroupCoordinator(MemberRequests):
         for gid in group_ids:
             group = self._groups.get(gid)
             if group is None or group.is_in(State.DEAD):
-                code = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
-                out.append(DescribedGroup(code, gid, State.DEAD.value, "", "", (), operations))
+                if api_version >= 6:
+                    code, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."
+                else:
+                    code, message = ErrorCode.NONE, None
+                out.append(
+                    DescribedGroup(
+                        code, gid, State.DEAD.value, "", "", (), operations, error_message=message
+                    )
+                )
                 continue
             stable = group.is_in(State.STABLE) and group.protocol_name is not None
             protocol = group.protocol_name if stable and group.protocol_name else ""

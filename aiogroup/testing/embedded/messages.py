@@ -263,8 +263,9 @@ class DescribedMember:
 
 @dataclass(frozen=True, slots=True)
 class DescribedGroup:
-    """Kafka's DescribeGroups answer; a nonexistent group is ``Dead`` with no error (v0-5).
-    ``authorized_operations`` is the v3+ bitfield (with no authorizer: every group operation)."""
+    """Kafka's DescribeGroups answer; a nonexistent group is ``Dead`` with no error (v0-5), or
+    GROUP_ID_NOT_FOUND with ``error_message`` (v6+, KIP-1043). ``authorized_operations`` is the
+    v3+ bitfield (with no authorizer: every group operation)."""
 
     error_code: int
     group_id: str
@@ -273,6 +274,7 @@ class DescribedGroup:
     protocol_data: str
     members: tuple[DescribedMember, ...] = ()
     authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED
+    error_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

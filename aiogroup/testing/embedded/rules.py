@@ -131,13 +131,26 @@ RULES: dict[str, Rule] = {
         "KAFKA-9150 (2.4)",
     ),
     "api-versions": Rule(
-        "API versions served (a newer version closes the connection)",
+        "API versions served (any other version closes the connection)",
         {
             "kafka2": "Kafka 2.3's: JoinGroup v0-5, SyncGroup v0-3, DescribeGroups v0-3, ...",
-            "kafka3": "every version the embedded broker speaks",
-            "kafka4": "every version the embedded broker speaks",
+            "kafka3": "Kafka 3.9's: DescribeGroups v0-5, ...",
+            "kafka4": (
+                "Kafka 4.1's: DescribeGroups v0-6 (KIP-1043); none of the versions KIP-896 "
+                "removed (OffsetCommit v0-1, OffsetFetch v0, Fetch v0-3, ...)"
+            ),
         },
-        "the broker's ApiVersions (EmbeddedBroker.api_versions)",
+        "each version's ApiVersions, where the embedded broker speaks them "
+        "(aiogroup.testing.wire.versions_for); KIP-896 (4.0)",
+    ),
+    "api-versions-refusal": Rule(
+        "ApiVersions in a version the broker does not serve",
+        {
+            "kafka2": "UNSUPPORTED_VERSION, no API listed",
+            "kafka3": "UNSUPPORTED_VERSION, listing ApiVersions' own versions",
+            "kafka4": "UNSUPPORTED_VERSION, listing ApiVersions' own versions",
+        },
+        "KIP-511 (2.4)",
     ),
     "authorized-operations": Rule(
         "DescribeGroups v3+ authorized_operations when not asked for",
@@ -164,6 +177,8 @@ class Flavour:
     static_member_id_from_state_time: bool
     describe_metadata_is_assignment: bool
     authorized_operations_default: int
+    #: ``api-versions-refusal``: an unsupported ApiVersions version's answer lists ApiVersions.
+    unsupported_api_versions_lists_itself: bool
 
 
 #: ``kafka4`` (the default): Apache Kafka 4.x's Java coordinator (``GroupMetadataManager`` /
@@ -171,18 +186,54 @@ class Flavour:
 #: ``kafka2``: Kafka 2.3's (Scala 2.12), the broker ``aiogroup.testing.launchers.kafka`` runs.
 FLAVOURS: dict[str, Flavour] = {
     "kafka4": Flavour(
-        "kafka4", "4.x", ErrorCode.NONE, True, True, True, True, True, True, True, False, False,
-        AUTHORIZED_OPERATIONS_OMITTED,
+        "kafka4",
+        "4.x",
+        heartbeat_in_completing_rebalance=ErrorCode.NONE,
+        static_restart_in_completing_rebalances=True,
+        static_restart_checks_protocol=True,
+        pending_sync_timeout=True,
+        accept_joining_member=True,
+        initial_delay_4x=True,
+        commit_checks_members_first=True,
+        unknown_instance_id_fails=True,
+        static_member_id_from_state_time=False,
+        describe_metadata_is_assignment=False,
+        authorized_operations_default=AUTHORIZED_OPERATIONS_OMITTED,
+        unsupported_api_versions_lists_itself=True,
     ),
     "kafka3": Flavour(
-        "kafka3", "3.x", ErrorCode.NONE, True, True, True, True, False, True, True, False, False,
-        AUTHORIZED_OPERATIONS_OMITTED,
+        "kafka3",
+        "3.x",
+        heartbeat_in_completing_rebalance=ErrorCode.NONE,
+        static_restart_in_completing_rebalances=True,
+        static_restart_checks_protocol=True,
+        pending_sync_timeout=True,
+        accept_joining_member=True,
+        initial_delay_4x=False,
+        commit_checks_members_first=True,
+        unknown_instance_id_fails=True,
+        static_member_id_from_state_time=False,
+        describe_metadata_is_assignment=False,
+        authorized_operations_default=AUTHORIZED_OPERATIONS_OMITTED,
+        unsupported_api_versions_lists_itself=True,
     ),
     "kafka2": Flavour(
-        "kafka2", "2.3", ErrorCode.REBALANCE_IN_PROGRESS, False, False, False, False, False,
-        False, False, True, True, 0,
+        "kafka2",
+        "2.3",
+        heartbeat_in_completing_rebalance=ErrorCode.REBALANCE_IN_PROGRESS,
+        static_restart_in_completing_rebalances=False,
+        static_restart_checks_protocol=False,
+        pending_sync_timeout=False,
+        accept_joining_member=False,
+        initial_delay_4x=False,
+        commit_checks_members_first=False,
+        unknown_instance_id_fails=False,
+        static_member_id_from_state_time=True,
+        describe_metadata_is_assignment=True,
+        authorized_operations_default=0,
+        unsupported_api_versions_lists_itself=False,
     ),
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True, slots=True)
