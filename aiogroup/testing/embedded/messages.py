@@ -18,6 +18,7 @@ from aiogroup.protocol.types import JoinGroupMember
 
 __all__ = [
     "AUTHORIZED_OPERATIONS_OMITTED",
+    "GROUP_CONFIG_OPERATIONS",
     "GROUP_OPERATIONS",
     "NO_MEMBER_ID",
     "DescribedGroup",
@@ -319,3 +320,6 @@ SyncCallback = Callable[[SyncGroupResponseData | None], None]
 
 #: The bitfield of the group operations (READ 3, DELETE 6, DESCRIBE 8) with no authorizer.
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+#: What Kafka 4.0 added to a group's operations with group configs (KAFKA-14510):
+#: DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
+GROUP_CONFIG_OPERATIONS = (1 << 10) | (1 << 11)

@@ -20,7 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing.embedded.messages import AUTHORIZED_OPERATIONS_OMITTED, ErrorCode
+from aiogroup.testing.embedded.messages import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    GROUP_CONFIG_OPERATIONS,
+    GROUP_OPERATIONS,
+    ErrorCode,
+)
 
 __all__ = ["FLAVOURS", "RULES", "CoordinatorConfig", "Flavour", "Rule"]
 
@@ -92,11 +97,26 @@ RULES: dict[str, Rule] = {
     "initial-delay": Rule(
         "initial rebalance delay when members leave or return to an emptied group",
         {
-            "kafka2": "delay extended only at generation 0; a leave never cuts it short",
-            "kafka3": "delay extended only at generation 0; a leave never cuts it short",
-            "kafka4": "extended whenever the group came from Empty; a leave may end it",
+            "kafka2": "delay extended only at generation 0; no removal ends it",
+            "kafka3": "delay extended only at generation 0; no removal ends it",
+            "kafka4": (
+                "extended whenever the group came from Empty; a session expiry ends it once "
+                "everyone left has joined (a LeaveGroup does not)"
+            ),
         },
-        "GroupMetadataManager (4.0, KAFKA-14500) vs InitialDelayedJoin",
+        "GroupMetadataManager (4.0, KAFKA-14500): prepareRebalance, the expiry paths "
+        "(removePendingMemberAndUpdateClassicGroup) vs LeaveGroup's maybeCompleteJoinPhase; "
+        "InitialDelayedJoin before",
+    ),
+    "max-size-refusal": Rule(
+        "a member turned away with GROUP_MAX_SIZE_REACHED while the group rebalances",
+        {
+            "kafka2": "the join completes at once if everyone left has joined",
+            "kafka3": "the join completes at once if everyone left has joined",
+            "kafka4": "the join waits for the next request or the rebalance timeout",
+        },
+        "GroupCoordinator.doJoinGroup (checkAndComplete after every JoinGroup) vs "
+        "GroupMetadataManager.classicGroupJoinToClassicGroup (4.0, KAFKA-14500)",
     ),
     "commit-completing": Rule(
         "OffsetCommit while CompletingRebalance from a stale or unknown member",
@@ -157,6 +177,28 @@ RULES: dict[str, Rule] = {
         {"kafka2": "0", "kafka3": "-2147483648", "kafka4": "-2147483648"},
         "KIP-430; apache/kafka#7710 (2.5)",
     ),
+    "group-operations": Rule(
+        "DescribeGroups v3+ authorized_operations asked for (no authorizer: every operation)",
+        {
+            "kafka2": "READ, DELETE, DESCRIBE",
+            "kafka3": "READ, DELETE, DESCRIBE",
+            "kafka4": "READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS",
+        },
+        "AclEntry.supportedOperations(GROUP); KAFKA-14510 (4.0, group configs)",
+    ),
+    "deleted-topic-group": Rule(
+        "an Empty group left without offsets by a topic's deletion",
+        {
+            "kafka2": "Dead at once (the deletion runs cleanupGroupMetadata)",
+            "kafka3": "Dead at once (the deletion runs cleanupGroupMetadata)",
+            "kafka4": (
+                "stays Empty (Kafka drops it at its next periodic cleanup, every "
+                "offsets.retention.check.interval.ms; the embedded broker runs none)"
+            ),
+        },
+        "GroupMetadataManager.handleDeletedPartitions vs GroupCoordinatorShard.onPartitionsDeleted "
+        "(4.0, KAFKA-14500)",
+    ),
 }
 
 
@@ -177,6 +219,12 @@ class Flavour:
     static_member_id_from_state_time: bool
     describe_metadata_is_assignment: bool
     authorized_operations_default: int
+    #: ``max-size-refusal``: after a GROUP_MAX_SIZE_REACHED refusal the join may complete.
+    refusal_completes_join: bool
+    #: ``deleted-topic-group``: deleting a topic drops the Empty groups it left without offsets.
+    deletion_drops_emptied_groups: bool
+    #: ``group-operations``: the authorized operations of a group when asked for.
+    group_operations: int
     #: ``api-versions-refusal``: an unsupported ApiVersions version's answer lists ApiVersions.
     unsupported_api_versions_lists_itself: bool
 
@@ -199,6 +247,9 @@ FLAVOURS: dict[str, Flavour] = {
         static_member_id_from_state_time=False,
         describe_metadata_is_assignment=False,
         authorized_operations_default=AUTHORIZED_OPERATIONS_OMITTED,
+        refusal_completes_join=False,
+        deletion_drops_emptied_groups=False,
+        group_operations=GROUP_OPERATIONS | GROUP_CONFIG_OPERATIONS,
         unsupported_api_versions_lists_itself=True,
     ),
     "kafka3": Flavour(
@@ -215,6 +266,9 @@ FLAVOURS: dict[str, Flavour] = {
         static_member_id_from_state_time=False,
         describe_metadata_is_assignment=False,
         authorized_operations_default=AUTHORIZED_OPERATIONS_OMITTED,
+        refusal_completes_join=True,
+        deletion_drops_emptied_groups=True,
+        group_operations=GROUP_OPERATIONS,
         unsupported_api_versions_lists_itself=True,
     ),
     "kafka2": Flavour(
@@ -231,6 +285,9 @@ FLAVOURS: dict[str, Flavour] = {
         static_member_id_from_state_time=True,
         describe_metadata_is_assignment=True,
         authorized_operations_default=0,
+        refusal_completes_join=True,
+        deletion_drops_emptied_groups=True,
+        group_operations=GROUP_OPERATIONS,
         unsupported_api_versions_lists_itself=False,
     ),
 }
