@@ -32,6 +32,10 @@ from aiogroup.errors import InvalidFieldError, RemoteProtocolError, TruncatedErr
 __all__ = [
     "API_NAMES",
     "KAFKA_23_VERSIONS",
+    "KAFKA_39_VERSIONS",
+    "KAFKA_41_VERSIONS",
+    "KIP_896_REMOVED",
+    "LIVE_VERSIONS",
     "MAX_FRAME_BYTES",
     "SUPPORTED_VERSIONS",
     "FrameTooLargeError",
@@ -93,10 +97,10 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     12: (0, 4),  # Heartbeat
     13: (0, 5),  # LeaveGroup
     14: (0, 5),  # SyncGroup
-    15: (0, 5),  # DescribeGroups
+    15: (0, 6),  # DescribeGroups (v6: GROUP_ID_NOT_FOUND for an unknown group, KIP-1043)
     16: (0, 4),  # ListGroups
     17: (0, 1),  # SaslHandshake (v1: tokens in SaslAuthenticate, KIP-152)
-    18: (0, 3),  # ApiVersions
+    18: (0, 4),  # ApiVersions (v4: as v3, KAFKA-17011 is about features we do not list)
     19: (2, 7),  # CreateTopics
     20: (1, 5),  # DeleteTopics (v6 addresses topics by id)
     22: (0, 4),  # InitProducerId (idempotent producers)
@@ -132,14 +136,86 @@ KAFKA_23_VERSIONS: Final[dict[int, tuple[int, int]]] = {
 }
 
 
+#: What Apache Kafka 3.9.1 advertises for those APIs (the ``kafka3`` flavour's broker). It still
+#: serves every version KIP-896 removed in 4.0.
+KAFKA_39_VERSIONS: Final[dict[int, tuple[int, int]]] = {
+    0: (0, 11),
+    1: (0, 17),
+    2: (0, 9),
+    3: (0, 12),
+    8: (0, 9),
+    9: (0, 9),
+    10: (0, 6),
+    11: (0, 9),
+    12: (0, 4),
+    13: (0, 5),
+    14: (0, 5),
+    15: (0, 5),
+    16: (0, 5),
+    17: (0, 1),
+    18: (0, 4),
+    19: (0, 7),
+    20: (0, 6),
+    22: (0, 5),
+    36: (0, 2),
+    37: (0, 3),
+    42: (0, 2),
+}
+
+#: What Apache Kafka 4.1.1 advertises for those APIs (the ``kafka4`` flavour's broker): the
+#: versions KIP-896 removed are gone (:data:`KIP_896_REMOVED`), DescribeGroups has v6.
+KAFKA_41_VERSIONS: Final[dict[int, tuple[int, int]]] = {
+    0: (0, 13),
+    1: (4, 18),
+    2: (1, 10),
+    3: (0, 13),
+    8: (2, 9),
+    9: (1, 9),
+    10: (0, 6),
+    11: (0, 9),
+    12: (0, 4),
+    13: (0, 5),
+    14: (0, 5),
+    15: (0, 6),
+    16: (0, 5),
+    17: (0, 1),
+    18: (0, 4),
+    19: (2, 7),
+    20: (1, 6),
+    22: (0, 5),
+    36: (0, 2),
+    37: (0, 3),
+    42: (0, 2),
+}
+
+#: The versions of these APIs Kafka 3.9 served and 4.0 removed (KIP-896): a broker of 4.x
+#: closes the connection of a request in one of them, as of any version it does not serve.
+KIP_896_REMOVED: Final[dict[int, tuple[int, int]]] = {
+    1: (0, 3),  # Fetch
+    2: (0, 0),  # ListOffsets
+    8: (0, 1),  # OffsetCommit
+    9: (0, 0),  # OffsetFetch
+    19: (0, 1),  # CreateTopics
+    20: (0, 0),  # DeleteTopics
+}
+
+#: Each coordinator flavour's Kafka version's ApiVersions answer (for these APIs).
+LIVE_VERSIONS: Final[dict[str, dict[int, tuple[int, int]]]] = {
+    "kafka2": KAFKA_23_VERSIONS,
+    "kafka3": KAFKA_39_VERSIONS,
+    "kafka4": KAFKA_41_VERSIONS,
+}
+
+
 def versions_for(flavour: str) -> dict[int, tuple[int, int]]:
-    """The API versions a broker of coordinator ``flavour`` serves: ours, capped at Kafka 2.3's
-    for ``kafka2`` (3.x and 4.x serve every version we do)."""
-    if flavour != "kafka2":
-        return dict(SUPPORTED_VERSIONS)
+    """The API versions a broker of coordinator ``flavour`` serves: ours, within what that
+    flavour's Kafka version serves (Kafka 2.3.0, 3.9.1, 4.1.1: :data:`LIVE_VERSIONS`). An API
+    or version outside them closes the connection, as Kafka's does (KIP-511: ApiVersions is
+    answered with UNSUPPORTED_VERSION and these versions)."""
+    theirs_by_key = LIVE_VERSIONS[flavour]
     out = {}
     for key, (lo, hi) in SUPPORTED_VERSIONS.items():
-        theirs = KAFKA_23_VERSIONS.get(key)
+        theirs = theirs_by_key.get(key)
         if theirs is not None and max(lo, theirs[0]) <= min(hi, theirs[1]):
             out[key] = (max(lo, theirs[0]), min(hi, theirs[1]))
     return out

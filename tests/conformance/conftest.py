@@ -1,4 +1,5 @@
-"""The conformance suite: the same scenarios on every broker, compared with Apache Kafka 2.3.
+"""The conformance suite: the same scenarios on every broker, each embedded flavour compared with
+the live Apache Kafka of its generation (4.1.1, 3.9.1, 2.3.0).
 
 See ``engine.py`` (the run and the table), ``scenarios.py`` (the registry and raw-protocol
 tools), ``raw_scenarios.py`` and ``peer_scenarios.py`` (the scenarios). Regenerate the table in
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from . import peer_scenarios, raw_scenarios  # noqa: F401 - registers the scenarios
-from .engine import KINDS, LABELS, Conformance, write_outcomes, write_table
+from .engine import KINDS, LABELS, Conformance, kinds_compared, write_outcomes, write_table
 from .peers import Peer, Peers, create_topic, produce, settings
 from .scenarios import unique
 
@@ -66,20 +67,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         name = params.get("name")
         if name is None:
             continue
-        if "kind" in params:
-            selected.setdefault(params["kind"], set()).add(name)
-        elif item.originalname == "test_docker_kafka_matches_its_flavour":
-            for kind in ("kafka", "embedded-kafka3"):
-                selected.setdefault(kind, set()).add(name)
-        elif "flavour" in params:
-            for kind in ("kafka23", f"embedded-{params['flavour']}"):
-                selected.setdefault(kind, set()).add(name)
-        else:
-            for kind in ("kafka23", "embedded-kafka2"):
-                selected.setdefault(kind, set()).add(name)
-        if "embedded-kafka4" in selected or "kafka23" in selected:
-            # Kafka 2.3's reference for scenarios it cannot run is embedded kafka4's.
-            selected.setdefault("embedded-kafka4", set())
+        for kind in kinds_compared(item.originalname, params):
+            selected.setdefault(kind, set()).add(name)
     get_conformance(session.config).selected = selected
 
 

@@ -568,6 +568,22 @@ def order_model(history: Sequence[tuple[str, str]], observed: Sequence[str]) -> 
     return "join order" if list(observed) == live else "another order"
 
 
+def order_models(history: Sequence[tuple[str, str]], observed: Sequence[str]) -> set[str]:
+    """Every map whose iteration order ``observed`` follows after the put/remove ``history``
+    (Java's and Scala 2.13's share their bucket function: on a few keys they often agree);
+    else ``{"join order"}`` if only the insertion order does, ``{"another order"}`` if none."""
+    found = set()
+    for name, cls in ORDER_MODELS.items():
+        keys = cls()
+        for op, key in history:
+            (keys.put if op == "+" else keys.remove)(key)
+        if list(keys) == list(observed):
+            found.add(name)
+    if found:
+        return found
+    return {order_model(history, observed)}
+
+
 def elapsed_class(seconds: float, delay: float) -> str:
     """A duration against a configured delay, coarse enough to be stable on a loaded host."""
     if seconds < delay * 0.5:

@@ -978,6 +978,7 @@ def test_describe_groups() -> None:
     old, new = h.coord.describe_groups(["nope"]), h.coord.describe_groups(["nope"], api_version=6)
     assert (old[0].error_code, old[0].group_state) == (ErrorCode.NONE, "Dead")
     assert new[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert (old[0].error_message, new[0].error_message) == (None, "Group nope not found.")
 
 
 def test_list_and_delete_groups() -> None:

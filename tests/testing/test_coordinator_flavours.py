@@ -33,10 +33,9 @@ def test_every_flavour_names_every_rule() -> None:
     for rule in RULES.values():
         assert set(rule.by_flavour) == set(FLAVOURS), rule
     # Flavours that behave alike say so in the same words (the conformance table compares them).
-    assert (
-        RULES["initial-delay"].by_flavour["kafka3"] == RULES["initial-delay"].by_flavour["kafka2"]
-    )
-    for rid in ("group-max-size", "heartbeat-completing", "pending-sync-timeout", "api-versions"):
+    for rid in ("initial-delay", "max-size-refusal", "deleted-topic-group", "group-operations"):
+        assert RULES[rid].by_flavour["kafka3"] == RULES[rid].by_flavour["kafka2"], rid
+    for rid in ("group-max-size", "heartbeat-completing", "pending-sync-timeout"):
         assert RULES[rid].by_flavour["kafka3"] == RULES[rid].by_flavour["kafka4"], rid
     with pytest.raises(Exception, match="flavour"):
         CoordinatorConfig(flavour="kafka1")
@@ -212,19 +211,59 @@ def test_group_max_size_admission(flavour: str) -> None:
 
 
 @ALL
+def test_a_refusal_completes_the_join_up_to_3x(flavour: str) -> None:
+    # The Scala coordinator tries to complete the join after every JoinGroup (doJoinGroup's
+    # checkAndComplete), a refusal included; 4.x's classicGroupJoinToClassicGroup does not:
+    # the join waits for the rebalance timeout (live 4.1.1 and 3.9.1 agree).
+    h = Harness(flavour=flavour, group_max_size=2)
+    a, _ = h.join_new("a", rebalance_ms=6000)
+    b, _ = h.join_new("b", rebalance_ms=6000)
+    h.rejoin_all()
+    h.sync_all()
+    lead = h.join(a, rebalance_ms=6000)
+    c = h.join(client="c", version=3, rebalance_ms=6000)
+    if flavour == "kafka2":  # c refused, b rejoins: everyone joined
+        assert c.value.error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
+        h.join(b, rebalance_ms=6000)
+        assert lead.value.error_code == ErrorCode.NONE
+        return
+    assert h.join(b, rebalance_ms=6000).value.error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
+    assert "max-size-refusal" in h.coord.rule_hits["g"]
+    if flavour == "kafka4":
+        assert not lead.done and not c.done
+        h.advance(6.0)
+    assert lead.value.error_code == ErrorCode.NONE and c.value.error_code == ErrorCode.NONE
+
+
+@ALL
 def test_pending_member_leaving_during_the_initial_delay(flavour: str) -> None:
-    # 4.x's removal paths complete the join once everyone left has joined, even during the
-    # initial delay; InitialDelayedJoin (2.x, 3.x) only completes on its timer.
+    # A LeaveGroup never ends the initial delay: InitialDelayedJoin (2.x, 3.x) only completes
+    # on its timer, and 4.x's LeaveGroup goes through maybeCompleteJoinPhase, which refuses an
+    # initial rebalance (live 4.1.1 waits the delay too).
     h = Harness(flavour=flavour, initial_rebalance_delay_ms=3000)
     a = h.join(client="a", version=3)
     pending = h.join(client="p")
     assert pending.value.error_code == ErrorCode.MEMBER_ID_REQUIRED
     assert h.leave(MemberIdentity(pending.value.member_id)) == [ErrorCode.NONE]
+    assert not a.done
+    h.advance(3.0)
+    assert a.value.error_code == ErrorCode.NONE
+
+
+@ALL
+def test_pending_member_expiring_during_the_initial_delay(flavour: str) -> None:
+    # 4.x's expiry paths (removePendingMemberAndUpdateClassicGroup) complete the join once
+    # everyone left has joined, even during the initial delay; 2.x and 3.x wait for it.
+    h = Harness(flavour=flavour, initial_rebalance_delay_ms=3000, group_min_session_timeout_ms=1000)
+    a = h.join(client="a", version=3)
+    pending = h.join(client="p", session_ms=1000)
+    assert pending.value.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    h.advance(1.0)
     if flavour == "kafka4":
         assert a.value.error_code == ErrorCode.NONE
     else:
         assert not a.done
-        h.advance(3.0)
+        h.advance(2.0)
         assert a.value.error_code == ErrorCode.NONE
     assert "initial-delay" in h.coord.rule_hits["g"]
 
@@ -314,7 +353,10 @@ def test_describe_groups_metadata_and_authorized_operations(flavour: str) -> Non
     assert member.member_metadata == (a.encode() if flavour == "kafka2" else b"range-meta")
     assert member.member_assignment == a.encode()
     assert plain.authorized_operations == (0 if flavour == "kafka2" else MIN_INT32)
-    assert asked.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+    # READ, DELETE, DESCRIBE; 4.0 added DESCRIBE_CONFIGS and ALTER_CONFIGS (KAFKA-14510).
+    extra = (1 << 10) | (1 << 11) if flavour == "kafka4" else 0
+    assert asked.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8) | extra
+    assert {"authorized-operations", "group-operations"} <= h.coord.rule_hits["g"]
 
 
 # ------------------------------------------------------------------------ every version
@@ -330,8 +372,11 @@ def test_commit_metadata_is_measured_in_utf16_code_units(flavour: str) -> None:
     assert h.commit(metadata="a" * 4097) == ErrorCode.OFFSET_METADATA_TOO_LARGE
 
 
-def test_deleted_partitions_take_their_offsets_and_offsetless_empty_groups() -> None:
-    h = Harness()
+@ALL
+def test_deleted_partitions_take_their_offsets_and_offsetless_empty_groups(flavour: str) -> None:
+    # Up to 3.x the deletion runs cleanupGroupMetadata: an Empty group left without offsets is
+    # gone at once; 4.x (onPartitionsDeleted) only deletes offsets, the group stays Empty.
+    h = Harness(flavour=flavour)
     h.commit(group="only-t")
     h.coord.commit_offsets(
         OffsetCommitRequestData(
@@ -345,8 +390,10 @@ def test_deleted_partitions_take_their_offsets_and_offsetless_empty_groups() -> 
     h.leave(MemberIdentity(v.members[0].member_id), group="emptied")
     assert h.view("emptied").state == "Empty"
     assert h.coord.delete_partitions([("t", 0)], h.now) == 2
-    assert h.coord.group_state("only-t") is None
-    assert h.coord.group_state("emptied") is None  # Empty without offsets: cleaned up too
+    for gid in ("only-t", "emptied"):  # Empty without offsets
+        view = h.coord.group_state(gid)
+        assert (view.state if view else None) == ("Empty" if flavour == "kafka4" else None)
+    assert "deleted-topic-group" in h.coord.rule_hits["emptied"]
     assert h.view("t-and-u").state == "Empty"
     fetched = h.coord.fetch_offsets(OffsetFetchRequestData("t-and-u", [("t", 0), ("u", 0)]))
     assert [p.committed_offset for p in fetched.partitions] == [-1, 2]

@@ -69,7 +69,7 @@ from aiogroup.testing.embedded.faults import GROUP_APIS, Faults
 from aiogroup.testing.embedded.group_apis import GroupApis
 from aiogroup.testing.embedded.log import Log, valid_topic_name
 from aiogroup.testing.embedded.messages import ErrorCode, GroupView
-from aiogroup.testing.embedded.rules import CoordinatorConfig
+from aiogroup.testing.embedded.rules import FLAVOURS, CoordinatorConfig
 from aiogroup.testing.listeners import Listener
 from aiogroup.testing.sasl import MECHANISMS, SaslCredentials
 
@@ -416,13 +416,14 @@ class EmbeddedBroker:
                 request = wire.decode_request(payload, self.api_versions)
             except wire.UnsupportedRequestError as exc:
                 if exc.api_key == 18:
-                    # KIP-511: answer an unknown ApiVersions version with v0 and our versions.
+                    # KIP-511: answer an unknown ApiVersions version with v0, UNSUPPORTED_VERSION
+                    # and the ApiVersions versions served; the connection stays open.
                     await self._send(
                         conn,
                         exc.api_key,
                         0,
                         exc.correlation_id,
-                        api_versions_answer(self.api_versions, ErrorCode.UNSUPPORTED_VERSION),
+                        self.unsupported_api_versions_answer(),
                     )
                     continue
                 self._refuse(conn, str(exc))
@@ -434,6 +435,17 @@ class EmbeddedBroker:
                 conn.client_id = request.client_id
             self._note_member(conn, request.body)
             await self._dispatch(conn, request)
+
+    def unsupported_api_versions_answer(self) -> Values:
+        """ApiVersions' answer to a version it does not serve: UNSUPPORTED_VERSION listing only
+        ApiVersions' own versions (Kafka 2.4+, KIP-511), or nothing (Kafka 2.3, the ``kafka2``
+        flavour): rule ``api-versions-refusal``."""
+        listed = (
+            {18: self.api_versions[18]}
+            if FLAVOURS[self.coordinator.config.flavour].unsupported_api_versions_lists_itself
+            else {}
+        )
+        return api_versions_answer(listed, ErrorCode.UNSUPPORTED_VERSION)
 
     def _note_member(self, conn: Connection, body: Any) -> None:
         member_id = getattr(body, "member_id", None)
@@ -532,6 +544,8 @@ class _SaslChannel:
         await self._broker._send(self._conn, api_key, api_version, correlation_id, values)
 
     def api_versions_answer(self, error_code: int) -> Values:
+        if error_code == ErrorCode.UNSUPPORTED_VERSION:
+            return self._broker.unsupported_api_versions_answer()
         return api_versions_answer(self._broker.api_versions, error_code)
 
     def identify(self, client_id: str) -> None:

@@ -75,7 +75,6 @@ from collections.abc import Callable, Sequence
 from aiogroup.testing.embedded.group import ClassicGroup, State
 from aiogroup.testing.embedded.member_requests import MemberRequests
 from aiogroup.testing.embedded.messages import (
-    GROUP_OPERATIONS,
     NO_MEMBER_ID,
     DescribedGroup,
     DescribedMember,
@@ -341,21 +340,30 @@ class GroupCoordinator(MemberRequests):
     ) -> list[DescribedGroup]:
         """``handleDescribeGroup``. Member metadata, assignments and the protocol name are shown
         only for a Stable group (``GroupMetadata.summary``); a missing group is Dead (v0-5) or
-        GROUP_ID_NOT_FOUND (v6+). v3+ carries the authorized operations when asked for (with no
-        authorizer, every group operation); otherwise the flavour's default."""
+        GROUP_ID_NOT_FOUND with a message (v6+, KIP-1043). v3+ carries the authorized operations
+        when asked for (with no authorizer, every operation of a group in that flavour);
+        otherwise the flavour's default."""
         flavour = self.flavour
         operations = flavour.authorized_operations_default
         if include_authorized_operations:
-            operations = GROUP_OPERATIONS
-        if api_version >= 3 and not include_authorized_operations:
+            operations = flavour.group_operations
+        if api_version >= 3:
+            rule = "group-operations" if include_authorized_operations else "authorized-operations"
             for gid in group_ids:
-                self._hit(gid, "authorized-operations")
+                self._hit(gid, rule)
         out: list[DescribedGroup] = []
         for gid in group_ids:
             group = self._groups.get(gid)
             if group is None or group.is_in(State.DEAD):
-                code = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
-                out.append(DescribedGroup(code, gid, State.DEAD.value, "", "", (), operations))
+                if api_version >= 6:
+                    code, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."
+                else:
+                    code, message = ErrorCode.NONE, None
+                out.append(
+                    DescribedGroup(
+                        code, gid, State.DEAD.value, "", "", (), operations, error_message=message
+                    )
+                )
                 continue
             stable = group.is_in(State.STABLE) and group.protocol_name is not None
             protocol = group.protocol_name if stable and group.protocol_name else ""
@@ -423,9 +431,11 @@ class GroupCoordinator(MemberRequests):
 
     def delete_partitions(self, partitions: Sequence[tuple[str, int]], now: float) -> int:
         """``handleDeletedPartitions`` (a topic was deleted): every group forgets its offsets
-        for ``partitions``; then, as Kafka's ``cleanupGroupMetadata`` does for *every* group it
-        scans, an Empty group left without offsets is Dead and gone. Returns how many offsets
-        were removed."""
+        for ``partitions``; then, up to Kafka 3.x, as ``cleanupGroupMetadata`` does for *every*
+        group it scans, an Empty group left without offsets is Dead and gone. Kafka 4.x only
+        deletes the offsets (``onPartitionsDeleted``): such a group waits for the periodic
+        cleanup, which the embedded broker does not run (rule ``deleted-topic-group``). Returns
+        how many offsets were removed."""
         self._run_timers(now)
         gone = set(partitions)
         removed = 0
@@ -435,6 +445,9 @@ class GroupCoordinator(MemberRequests):
                 removed += 1
         for gid, group in list(self._groups.items()):
             if group.is_in(State.EMPTY) and not self._offsets.get(gid):
+                self._hit(group, "deleted-topic-group")
+                if not self.flavour.deletion_drops_emptied_groups:
+                    continue
                 group.transition_to(State.DEAD, now)
                 del self._groups[gid]
                 self._offsets.pop(gid, None)

@@ -282,6 +282,7 @@ class GroupApis:
             "groups": [
                 {
                     "error_code": g.error_code,
+                    "error_message": g.error_message,
                     "group_id": g.group_id,
                     "group_state": g.group_state,
                     "protocol_type": g.protocol_type,

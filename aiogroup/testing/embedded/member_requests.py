@@ -59,7 +59,8 @@ class MemberRequests(RebalanceCore):
                 return fail(ErrorCode.UNKNOWN_MEMBER_ID)
             group = self._new_group(req.group_id, now)
 
-        if not self._accept_joining_member(group, req.member_id, is_unknown):
+        refused = not self._accept_joining_member(group, req.member_id, is_unknown)
+        if refused:
             removed = group.remove(req.member_id)
             if removed is not None:
                 self._answer_parked(removed, ErrorCode.UNKNOWN_MEMBER_ID)
@@ -74,6 +75,13 @@ class MemberRequests(RebalanceCore):
             self._current_member_join(group, req, now, respond)
 
         if group.is_in(State.PREPARING_REBALANCE):
+            if refused:
+                # The Scala coordinator tries to complete the join after every JoinGroup; the
+                # Java one (4.x) does not after a refusal: the join then waits for the next
+                # request or its timeout.
+                self._hit(group, "max-size-refusal")
+                if not self.flavour.refusal_completes_join:
+                    return None
             self._try_complete_join(group, now)
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str, is_unknown: bool) -> bool:
@@ -469,11 +477,13 @@ class MemberRequests(RebalanceCore):
                 if current is None:
                     results.append(result(ident, ErrorCode.UNKNOWN_MEMBER_ID))
                 else:
-                    self._remove_member_and_update_group(group, group.members[current], now)
+                    self._remove_member_and_update_group(
+                        group, group.members[current], now, removal="leave"
+                    )
                     results.append(result(ident, ErrorCode.NONE))
             elif ident.member_id in group.pending_members:
                 del group.pending_members[ident.member_id]
-                self._try_complete_join(group, now, removal=True)
+                self._try_complete_join(group, now, removal="leave")
                 results.append(result(ident, ErrorCode.NONE))
             else:
                 error = self._validate_current_member(
@@ -481,7 +491,7 @@ class MemberRequests(RebalanceCore):
                 )
                 if error is None:
                     member = group.members[ident.member_id]
-                    self._remove_member_and_update_group(group, member, now)
+                    self._remove_member_and_update_group(group, member, now, removal="leave")
                     results.append(result(ident, ErrorCode.NONE))
                 else:
                     results.append(result(ident, error))

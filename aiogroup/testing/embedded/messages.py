@@ -18,6 +18,7 @@ from aiogroup.protocol.types import JoinGroupMember
 
 __all__ = [
     "AUTHORIZED_OPERATIONS_OMITTED",
+    "GROUP_CONFIG_OPERATIONS",
     "GROUP_OPERATIONS",
     "NO_MEMBER_ID",
     "DescribedGroup",
@@ -263,8 +264,9 @@ class DescribedMember:
 
 @dataclass(frozen=True, slots=True)
 class DescribedGroup:
-    """Kafka's DescribeGroups answer; a nonexistent group is ``Dead`` with no error (v0-5).
-    ``authorized_operations`` is the v3+ bitfield (with no authorizer: every group operation)."""
+    """Kafka's DescribeGroups answer; a nonexistent group is ``Dead`` with no error (v0-5), or
+    GROUP_ID_NOT_FOUND with ``error_message`` (v6+, KIP-1043). ``authorized_operations`` is the
+    v3+ bitfield (with no authorizer: every group operation)."""
 
     error_code: int
     group_id: str
@@ -273,6 +275,7 @@ class DescribedGroup:
     protocol_data: str
     members: tuple[DescribedMember, ...] = ()
     authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED
+    error_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,3 +320,6 @@ SyncCallback = Callable[[SyncGroupResponseData | None], None]
 
 #: The bitfield of the group operations (READ 3, DELETE 6, DESCRIBE 8) with no authorizer.
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+#: What Kafka 4.0 added to a group's operations with group configs (KAFKA-14510):
+#: DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
+GROUP_CONFIG_OPERATIONS = (1 << 10) | (1 << 11)

@@ -107,11 +107,14 @@ class RebalanceCore:
         group.transition_to(State.PREPARING_REBALANCE, now)
         self._try_complete_join(group, now)
 
-    def _try_complete_join(self, group: ClassicGroup, now: float, *, removal: bool = False) -> None:
+    def _try_complete_join(
+        self, group: ClassicGroup, now: float, *, removal: str | None = None
+    ) -> None:
         """DelayedJoin.tryComplete: done once every member rejoined. The initial delay
-        (InitialDelayedJoin) only completes on its timer, except in 4.x when a member or
-        pending member was just removed (``removal``): its removal paths complete the join
-        whenever everyone left has joined."""
+        (InitialDelayedJoin) only completes on its timer, except in 4.x when a member's or a
+        pending member's session just expired (``removal="expiry"``): those removal paths
+        complete the join whenever everyone left has joined. A LeaveGroup (``"leave"``) goes
+        through ``maybeCompleteJoinPhase``, which never ends an initial rebalance."""
         if not (
             group.is_in(State.PREPARING_REBALANCE)
             and group.join_deadline is not None
@@ -119,7 +122,7 @@ class RebalanceCore:
         ):
             return
         if group.join_is_initial:
-            if not removal:
+            if removal != "expiry":
                 return
             self._hit(group, "initial-delay")
             if not self.flavour.initial_delay_4x:
@@ -244,18 +247,18 @@ class RebalanceCore:
     # ================================================================ members
 
     def _remove_member_and_update_group(
-        self, group: ClassicGroup, member: Member, now: float
+        self, group: ClassicGroup, member: Member, now: float, *, removal: str
     ) -> None:
         """``removeMemberAndUpdateGroup``: a parked JoinGroup is answered UNKNOWN_MEMBER_ID; a
         parked SyncGroup never is (Kafka only answers the join callback, then forgets the
-        member); rebalance if needed."""
+        member); rebalance if needed. ``removal`` is why: ``"leave"`` or ``"expiry"``."""
         group.remove(member.member_id)
         member.heartbeat_deadline = None
         self._answer_parked(member, ErrorCode.UNKNOWN_MEMBER_ID, drop_sync=True)
         if group.is_in(State.STABLE, State.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group, now)
         elif group.is_in(State.PREPARING_REBALANCE):
-            self._try_complete_join(group, now, removal=True)
+            self._try_complete_join(group, now, removal=removal)
 
     def _answer_parked(self, member: Member, code: ErrorCode, *, drop_sync: bool = False) -> None:
         if member.join_callback is not None:
@@ -353,7 +356,7 @@ class RebalanceCore:
                 # KIP-394: a member id handed out but never used expires after a session.
                 del group.pending_members[mid]
                 if group.is_in(State.PREPARING_REBALANCE):
-                    self._try_complete_join(group, now, removal=True)
+                    self._try_complete_join(group, now, removal="expiry")
             else:
                 self._expire_member(group, group.members[mid], now)
         raise LocalProtocolError("coordinator timers did not settle")  # pragma: no cover
@@ -364,7 +367,7 @@ class RebalanceCore:
         member.heartbeat_deadline = None
         if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
             return
-        self._remove_member_and_update_group(group, member, now)
+        self._remove_member_and_update_group(group, member, now, removal="expiry")
 
     def _expire_sync(self, group: ClassicGroup, now: float) -> None:
         """``onExpirePendingSync``: members that got their JoinGroup answer but never sent

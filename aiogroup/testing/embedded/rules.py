@@ -20,7 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aiogroup.errors import ConfigurationError
-from aiogroup.testing.embedded.messages import AUTHORIZED_OPERATIONS_OMITTED, ErrorCode
+from aiogroup.testing.embedded.messages import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    GROUP_CONFIG_OPERATIONS,
+    GROUP_OPERATIONS,
+    ErrorCode,
+)
 
 __all__ = ["FLAVOURS", "RULES", "CoordinatorConfig", "Flavour", "Rule"]
 
@@ -92,11 +97,26 @@ RULES: dict[str, Rule] = {
     "initial-delay": Rule(
         "initial rebalance delay when members leave or return to an emptied group",
         {
-            "kafka2": "delay extended only at generation 0; a leave never cuts it short",
-            "kafka3": "delay extended only at generation 0; a leave never cuts it short",
-            "kafka4": "extended whenever the group came from Empty; a leave may end it",
+            "kafka2": "delay extended only at generation 0; no removal ends it",
+            "kafka3": "delay extended only at generation 0; no removal ends it",
+            "kafka4": (
+                "extended whenever the group came from Empty; a session expiry ends it once "
+                "everyone left has joined (a LeaveGroup does not)"
+            ),
         },
-        "GroupMetadataManager (4.0, KAFKA-14500) vs InitialDelayedJoin",
+        "GroupMetadataManager (4.0, KAFKA-14500): prepareRebalance, the expiry paths "
+        "(removePendingMemberAndUpdateClassicGroup) vs LeaveGroup's maybeCompleteJoinPhase; "
+        "InitialDelayedJoin before",
+    ),
+    "max-size-refusal": Rule(
+        "a member turned away with GROUP_MAX_SIZE_REACHED while the group rebalances",
+        {
+            "kafka2": "the join completes at once if everyone left has joined",
+            "kafka3": "the join completes at once if everyone left has joined",
+            "kafka4": "the join waits for the next request or the rebalance timeout",
+        },
+        "GroupCoordinator.doJoinGroup (checkAndComplete after every JoinGroup) vs "
+        "GroupMetadataManager.classicGroupJoinToClassicGroup (4.0, KAFKA-14500)",
     ),
     "commit-completing": Rule(
         "OffsetCommit while CompletingRebalance from a stale or unknown member",
@@ -131,18 +151,53 @@ RULES: dict[str, Rule] = {
         "KAFKA-9150 (2.4)",
     ),
     "api-versions": Rule(
-        "API versions served (a newer version closes the connection)",
+        "API versions served (any other version closes the connection)",
         {
             "kafka2": "Kafka 2.3's: JoinGroup v0-5, SyncGroup v0-3, DescribeGroups v0-3, ...",
-            "kafka3": "every version the embedded broker speaks",
-            "kafka4": "every version the embedded broker speaks",
+            "kafka3": "Kafka 3.9's: DescribeGroups v0-5, ...",
+            "kafka4": (
+                "Kafka 4.1's: DescribeGroups v0-6 (KIP-1043); none of the versions KIP-896 "
+                "removed (OffsetCommit v0-1, OffsetFetch v0, Fetch v0-3, ...)"
+            ),
         },
-        "the broker's ApiVersions (EmbeddedBroker.api_versions)",
+        "each version's ApiVersions, where the embedded broker speaks them "
+        "(aiogroup.testing.wire.versions_for); KIP-896 (4.0)",
+    ),
+    "api-versions-refusal": Rule(
+        "ApiVersions in a version the broker does not serve",
+        {
+            "kafka2": "UNSUPPORTED_VERSION, no API listed",
+            "kafka3": "UNSUPPORTED_VERSION, listing ApiVersions' own versions",
+            "kafka4": "UNSUPPORTED_VERSION, listing ApiVersions' own versions",
+        },
+        "KIP-511 (2.4)",
     ),
     "authorized-operations": Rule(
         "DescribeGroups v3+ authorized_operations when not asked for",
         {"kafka2": "0", "kafka3": "-2147483648", "kafka4": "-2147483648"},
         "KIP-430; apache/kafka#7710 (2.5)",
+    ),
+    "group-operations": Rule(
+        "DescribeGroups v3+ authorized_operations asked for (no authorizer: every operation)",
+        {
+            "kafka2": "READ, DELETE, DESCRIBE",
+            "kafka3": "READ, DELETE, DESCRIBE",
+            "kafka4": "READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS",
+        },
+        "AclEntry.supportedOperations(GROUP); KAFKA-14510 (4.0, group configs)",
+    ),
+    "deleted-topic-group": Rule(
+        "an Empty group left without offsets by a topic's deletion",
+        {
+            "kafka2": "Dead at once (the deletion runs cleanupGroupMetadata)",
+            "kafka3": "Dead at once (the deletion runs cleanupGroupMetadata)",
+            "kafka4": (
+                "stays Empty (Kafka drops it at its next periodic cleanup, every "
+                "offsets.retention.check.interval.ms; the embedded broker runs none)"
+            ),
+        },
+        "GroupMetadataManager.handleDeletedPartitions vs GroupCoordinatorShard.onPartitionsDeleted "
+        "(4.0, KAFKA-14500)",
     ),
 }
 
@@ -164,6 +219,14 @@ class Flavour:
     static_member_id_from_state_time: bool
     describe_metadata_is_assignment: bool
     authorized_operations_default: int
+    #: ``max-size-refusal``: after a GROUP_MAX_SIZE_REACHED refusal the join may complete.
+    refusal_completes_join: bool
+    #: ``deleted-topic-group``: deleting a topic drops the Empty groups it left without offsets.
+    deletion_drops_emptied_groups: bool
+    #: ``group-operations``: the authorized operations of a group when asked for.
+    group_operations: int
+    #: ``api-versions-refusal``: an unsupported ApiVersions version's answer lists ApiVersions.
+    unsupported_api_versions_lists_itself: bool
 
 
 #: ``kafka4`` (the default): Apache Kafka 4.x's Java coordinator (``GroupMetadataManager`` /
@@ -171,18 +234,63 @@ class Flavour:
 #: ``kafka2``: Kafka 2.3's (Scala 2.12), the broker ``aiogroup.testing.launchers.kafka`` runs.
 FLAVOURS: dict[str, Flavour] = {
     "kafka4": Flavour(
-        "kafka4", "4.x", ErrorCode.NONE, True, True, True, True, True, True, True, False, False,
-        AUTHORIZED_OPERATIONS_OMITTED,
+        "kafka4",
+        "4.x",
+        heartbeat_in_completing_rebalance=ErrorCode.NONE,
+        static_restart_in_completing_rebalances=True,
+        static_restart_checks_protocol=True,
+        pending_sync_timeout=True,
+        accept_joining_member=True,
+        initial_delay_4x=True,
+        commit_checks_members_first=True,
+        unknown_instance_id_fails=True,
+        static_member_id_from_state_time=False,
+        describe_metadata_is_assignment=False,
+        authorized_operations_default=AUTHORIZED_OPERATIONS_OMITTED,
+        refusal_completes_join=False,
+        deletion_drops_emptied_groups=False,
+        group_operations=GROUP_OPERATIONS | GROUP_CONFIG_OPERATIONS,
+        unsupported_api_versions_lists_itself=True,
     ),
     "kafka3": Flavour(
-        "kafka3", "3.x", ErrorCode.NONE, True, True, True, True, False, True, True, False, False,
-        AUTHORIZED_OPERATIONS_OMITTED,
+        "kafka3",
+        "3.x",
+        heartbeat_in_completing_rebalance=ErrorCode.NONE,
+        static_restart_in_completing_rebalances=True,
+        static_restart_checks_protocol=True,
+        pending_sync_timeout=True,
+        accept_joining_member=True,
+        initial_delay_4x=False,
+        commit_checks_members_first=True,
+        unknown_instance_id_fails=True,
+        static_member_id_from_state_time=False,
+        describe_metadata_is_assignment=False,
+        authorized_operations_default=AUTHORIZED_OPERATIONS_OMITTED,
+        refusal_completes_join=True,
+        deletion_drops_emptied_groups=True,
+        group_operations=GROUP_OPERATIONS,
+        unsupported_api_versions_lists_itself=True,
     ),
     "kafka2": Flavour(
-        "kafka2", "2.3", ErrorCode.REBALANCE_IN_PROGRESS, False, False, False, False, False,
-        False, False, True, True, 0,
+        "kafka2",
+        "2.3",
+        heartbeat_in_completing_rebalance=ErrorCode.REBALANCE_IN_PROGRESS,
+        static_restart_in_completing_rebalances=False,
+        static_restart_checks_protocol=False,
+        pending_sync_timeout=False,
+        accept_joining_member=False,
+        initial_delay_4x=False,
+        commit_checks_members_first=False,
+        unknown_instance_id_fails=False,
+        static_member_id_from_state_time=True,
+        describe_metadata_is_assignment=True,
+        authorized_operations_default=0,
+        refusal_completes_join=True,
+        deletion_drops_emptied_groups=True,
+        group_operations=GROUP_OPERATIONS,
+        unsupported_api_versions_lists_itself=False,
     ),
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True, slots=True)
