@@ -47,6 +47,11 @@ class Reachability:
         """The nodes whose last request failed to reach them."""
         return frozenset(self._down)
 
+    def is_down(self, node_id: object) -> bool:
+        """Whether the last request to ``node_id`` failed to reach it (cheap: every answer
+        asks)."""
+        return node_id in self._down
+
     def since(self, node_id: object) -> float | None:
         """When ``node_id`` became unreachable (None: it is not)."""
         outage = self._down.get(node_id)

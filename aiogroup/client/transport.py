@@ -533,7 +533,7 @@ class Transport:
                     raise refused from exc
             self._unreachable(node_id, exc)
             raise BrokerUnreachableError(f"{request.api} to node {node_id}: {exc!r}") from exc
-        if node_id in self.reachability.unreachable:
+        if self.reachability.is_down(node_id):
             self.reachability.answered(
                 node_id, self.address(node_id) or "?", asyncio.get_running_loop().time()
             )
