@@ -25,6 +25,7 @@ __all__ = ["Layout", "MemberClaim", "Plan", "resolve", "valid_ids"]
 logger = logging.getLogger("aiogroup.assignors")
 #: A claim problem that is no problem: see _valid_ids_slow.
 _UNSUBSCRIBED = "of a topic it does not subscribe to"
+_NOBODY_SUBSCRIBES = "of a topic no member subscribes to (or that does not exist)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,7 +347,7 @@ def _valid_ids_slow(
                 continue
             p = int(p)
             if k is None:
-                problems["of a topic no member subscribes to (or that does not exist)"] += 1
+                problems[_NOBODY_SUBSCRIBES] += 1
                 continue
             if not 0 <= p < layout.counts[k]:
                 problems["that do not exist"] += 1
@@ -363,9 +364,11 @@ def _valid_ids_slow(
                 foreign.append(ident)
     for what, n in sorted(problems.items()):
         # Owning partitions of a topic no longer subscribed is legal (KIP-429 leaves step 1a
-        # to the member; a hand-off relies on it): the cooperative adjustment withholds them
-        # for a round. Everything else here is a peer's bug.
-        level = logging.DEBUG if what == _UNSUBSCRIBED else logging.WARNING
+        # to the member; a hand-off relies on it, and when every member hands off at once, as
+        # a whole service stopping does, nobody subscribes to the topic any more): the
+        # cooperative adjustment withholds them for a round. Everything else is a peer's bug.
+        legal = what in (_UNSUBSCRIBED, _NOBODY_SUBSCRIBES)
+        level = logging.DEBUG if legal else logging.WARNING
         logger.log(level, "member %r claims %d partition(s) %s; ignored", claim.member_id, n, what)
     return valid, foreign
 

@@ -35,6 +35,7 @@ From the command line (``--help`` for more)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import threading
@@ -180,7 +181,9 @@ def _serve(args: argparse.Namespace) -> int:
                     kafka.restart_broker()
                     print(_ready_line(kafka, "restarted"), flush=True)
     except StopSignal as stop:
-        print(f"{stop}: stopped", flush=True)
+        # Whoever read our lines may be gone (its pipe closed): stopping is what matters.
+        with contextlib.suppress(OSError):
+            print(f"{stop}: stopped", flush=True)
         return 0
     except KeyboardInterrupt:
         return 0
