@@ -91,7 +91,9 @@ class Fetcher:
             waiter.set_result(None)
 
     def data_waiter(self) -> asyncio.Future[bool]:
-        """A future that completes when records (or errors) next arrive."""
+        """A future that completes when records or errors next arrive, or a position becomes
+        known (a committed offset looked up, an offset reset answered): ``position()`` waits
+        on it too."""
         return self._data.next()
 
     def _notify_data(self) -> None:
@@ -202,8 +204,7 @@ class Fetcher:
             self._state.lookup_failed(partitions, loop.time())
         else:
             self._state.on_committed({tp: offsets.get(tp) for tp in partitions})
-            if self._state.has_records():
-                self._notify_data()
+            self._notify_data()  # positions are known now (or an error is there to raise)
         self.wake()
 
     async def _list_offsets(self, node_id: int, timestamps: Mapping[TopicPartition, int]) -> None:
@@ -227,6 +228,7 @@ class Fetcher:
             state.metadata_needed = True
         else:
             state.on_reset_offsets({tp: o.offset for tp, o in offsets.items()}, errors, loop.time())
+            self._notify_data()  # positions reset (or an error is there to raise)
         self.wake()
 
 
