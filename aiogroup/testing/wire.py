@@ -28,10 +28,12 @@ from kafka.protocol import producer as _producer
 from kafka.protocol import sasl as _sasl
 
 from aiogroup.errors import InvalidFieldError, RemoteProtocolError, TruncatedError
+from aiogroup.protocol import messages as _kip848
 
 __all__ = [
     "API_NAMES",
     "KAFKA_23_VERSIONS",
+    "KIP848_APIS",
     "MAX_FRAME_BYTES",
     "SUPPORTED_VERSIONS",
     "FrameTooLargeError",
@@ -77,6 +79,8 @@ _CLASSES: Final[dict[int, tuple[Any, Any]]] = {
     36: (_sasl.SaslAuthenticateRequest, _sasl.SaslAuthenticateResponse),
     37: (_admin.CreatePartitionsRequest, _admin.CreatePartitionsResponse),
     42: (_admin.DeleteGroupsRequest, _admin.DeleteGroupsResponse),
+    68: (_kip848.ConsumerGroupHeartbeatRequest, _kip848.ConsumerGroupHeartbeatResponse),
+    69: (_kip848.ConsumerGroupDescribeRequest, _kip848.ConsumerGroupDescribeResponse),
 }
 
 #: The versions we advertise in ApiVersions, and accept. Produce/Fetch start where record
@@ -86,8 +90,8 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     1: (4, 12),  # Fetch
     2: (1, 7),  # ListOffsets
     3: (0, 12),  # Metadata
-    8: (2, 8),  # OffsetCommit (v9+ is KIP-848's member epoch)
-    9: (1, 8),  # OffsetFetch (v8: batched groups)
+    8: (2, 9),  # OffsetCommit (v9: KIP-848's member epoch; v10 addresses topics by id)
+    9: (1, 9),  # OffsetFetch (v8: batched groups; v9: KIP-848's member and epoch)
     10: (0, 4),  # FindCoordinator (v4: batched keys)
     11: (0, 9),  # JoinGroup
     12: (0, 4),  # Heartbeat
@@ -103,7 +107,16 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; v1: the member id is the client's, KIP-1082)
+    69: (0, 1),  # ConsumerGroupDescribe (KIP-848; v1: member types)
 }
+
+#: What serving KIP-848's consumer groups adds (the rest serves the classic protocol alone):
+#: Kafka 4.x's versions, or 3.7-3.9's behind ``group.coordinator.rebalance.protocols``
+#: (ConsumerGroupHeartbeat v0, before KIP-1082).
+KIP848_APIS: Final = frozenset({68, 69})
+_CLASSIC_ONLY: Final[dict[int, tuple[int, int]]] = {8: (2, 8), 9: (1, 8)}
+_KAFKA3_KIP848: Final[dict[int, tuple[int, int]]] = {68: (0, 0), 69: (0, 0)}
 
 #: What Apache Kafka 2.3.0 advertises for those APIs (its ApiVersions answer), for the
 #: ``kafka2`` flavour: it closes the connection on anything newer.
@@ -132,11 +145,22 @@ KAFKA_23_VERSIONS: Final[dict[int, tuple[int, int]]] = {
 }
 
 
-def versions_for(flavour: str) -> dict[int, tuple[int, int]]:
+def versions_for(flavour: str, consumer_protocol: bool | None = None) -> dict[int, tuple[int, int]]:
     """The API versions a broker of coordinator ``flavour`` serves: ours, capped at Kafka 2.3's
-    for ``kafka2`` (3.x and 4.x serve every version we do)."""
+    for ``kafka2`` (3.x and 4.x serve every version we do). ``consumer_protocol`` (None: the
+    flavour's default, ``kafka4`` only) adds KIP-848's APIs and OffsetCommit/OffsetFetch v9;
+    on ``kafka3`` ConsumerGroupHeartbeat is v0, as 3.7-3.9 served it behind a flag."""
+    if consumer_protocol is None:
+        consumer_protocol = flavour == "kafka4"
     if flavour != "kafka2":
-        return dict(SUPPORTED_VERSIONS)
+        out = dict(SUPPORTED_VERSIONS)
+        if not consumer_protocol:
+            for key in KIP848_APIS:
+                del out[key]
+            out.update(_CLASSIC_ONLY)
+        elif flavour != "kafka4":
+            out.update(_KAFKA3_KIP848)
+        return out
     out = {}
     for key, (lo, hi) in SUPPORTED_VERSIONS.items():
         theirs = KAFKA_23_VERSIONS.get(key)
