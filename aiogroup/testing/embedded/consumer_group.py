@@ -142,17 +142,39 @@ class InvalidRegexError(ValueError):
 
 
 #: Constructs RE2 (so RE2/J) refuses that Python's ``re`` would take, in a pattern whose
-#: escapes were blanked out: lookaround, atomic groups, named backreferences, conditionals,
-#: possessive repeats.
-_NOT_RE2 = re.compile(r"\(\?(?:[=!>]|<[=!]|P=|\()|[*+?}]\+")
+#: escapes were blanked out, with RE2/J's description of each: lookaround, atomic groups,
+#: named backreferences and conditionals; possessive repeats.
+_NOT_RE2 = (
+    (re.compile(r"\(\?(?:[=!>]|<[=!]|P=|\()"), "invalid or unsupported Perl syntax"),
+    (re.compile(r"[*+?}]\+"), "invalid nested repetition operator"),
+)
+
+#: RE2 refuses a repeat count above this; ``x{n}``, ``x{n,}``, ``x{n,m}``.
+RE2_MAX_REPEAT = 1000
+_REPEAT = re.compile(r"\{(\d+)(?:,(\d*))?\}")
+
+#: Python's ``re.error`` messages as RE2/J's ``PatternSyntaxException`` describes the same
+#: mistakes (what Kafka's INVALID_REGULAR_EXPRESSION message quotes).
+_RE2_DESCRIPTIONS = (
+    ("missing ), unterminated subpattern", "missing closing )"),
+    ("unbalanced parenthesis", "regexp/syntax: internal error"),  # RE2/J's own words
+    ("unterminated character set", "missing closing ]"),
+    ("nothing to repeat", "missing argument to repetition operator"),
+    ("multiple repeat", "invalid nested repetition operator"),
+    ("bad character range", "invalid character class range"),
+    ("bad escape (end of pattern)", "trailing backslash at end of expression"),
+    ("bad escape", "invalid escape sequence"),
+    ("unknown extension", "invalid or unsupported Perl syntax"),
+    ("unexpected end of pattern", "missing argument to repetition operator"),
+)
 
 
 def compile_topic_regex(pattern: str) -> re.Pattern[str]:
     """Compile a SubscribedTopicRegex (RE2/J syntax) with Python's ``re``, for the subset both
     read alike (what aiogroup's client sends, :func:`aiogroup.membership.regex.to_re2`):
     ``\\z`` becomes ``\\Z``; what RE2 lacks (the constructs above, ``\\Z``, numbered
-    backreferences) is an :class:`InvalidRegexError`, as RE2/J's ``PatternSyntaxException``
-    is. The pattern must match a whole topic name."""
+    backreferences) is an :class:`InvalidRegexError` carrying RE2/J's description, as its
+    ``PatternSyntaxException`` does. The pattern must match a whole topic name."""
     out: list[str] = []
     blanked: list[str] = []
     i = 0
@@ -161,21 +183,34 @@ def compile_topic_regex(pattern: str) -> re.Pattern[str]:
         if ch == "\\" and i + 1 < len(pattern):
             nxt = pattern[i + 1]
             if nxt == "Z" or nxt in "123456789":
-                raise InvalidRegexError(f"invalid escape sequence \\{nxt}")
+                raise InvalidRegexError("invalid escape sequence")
             out.append(r"\Z" if nxt == "z" else ch + nxt)
             blanked.append("_")
             i += 2
             continue
+        if pattern.startswith("(?<", i) and pattern[i + 3 : i + 4].isalpha():
+            out.append("(?P<")  # RE2's named group, in Python's spelling
+            blanked.append("(?P<")
+            i += 3
+            continue
         out.append(ch)
         blanked.append(ch)
         i += 1
-    bad = _NOT_RE2.search("".join(blanked))
-    if bad is not None:
-        raise InvalidRegexError(f"unsupported construct {bad.group(0)!r}")
+    scan = "".join(blanked)
+    for construct, description in _NOT_RE2:
+        if construct.search(scan):
+            raise InvalidRegexError(description)
+    for repeat in _REPEAT.finditer(scan):
+        if any(int(n) > RE2_MAX_REPEAT for n in repeat.groups() if n):
+            raise InvalidRegexError("invalid repeat count")
     try:
         return re.compile("".join(out))
     except re.error as exc:
-        raise InvalidRegexError(str(exc)) from exc
+        message = str(exc.msg)
+        for python, re2 in _RE2_DESCRIPTIONS:
+            if message.startswith(python):
+                raise InvalidRegexError(re2) from exc
+        raise InvalidRegexError(message) from exc
 
 
 def owned_is_subset(owned: Owned, assigned: Assignment) -> bool:
