@@ -11,13 +11,30 @@ from hypothesis import strategies as st
 from aiogroup.testing.embedded.hashorder import JavaMap
 from aiogroup.testing.embedded.server_assignors import (
     GroupSpec,
+    JavaIntSet,
     MemberSpec,
+    Result,
     java_uuid_hash,
     java_uuid_order,
     range_assign,
+    stored_order,
     uniform_assign,
     uuid_sort_key,
 )
+
+Frozen = dict[str, dict[uuid.UUID, frozenset[int]]]
+
+
+def frozen(result: Result) -> Frozen:
+    return {m: {t: frozenset(ps) for t, ps in a.items()} for m, a in result.items()}
+
+
+def uniform(group: GroupSpec) -> Frozen:
+    return frozen(uniform_assign(group))
+
+
+def ranged(group: GroupSpec) -> Frozen:
+    return frozen(range_assign(group))
 
 T1, T2, T3 = (uuid.UUID(int=(i << 64) | i) for i in (1, 2, 3))
 
@@ -27,6 +44,17 @@ def spec(
 ) -> GroupSpec:
     owners = {(t, p): m for m, s in members.items() for t, ps in s.assignment.items() for p in ps}
     return GroupSpec(members, homogeneous, partitions, owners)
+
+
+def test_java_int_sets_iterate_by_bucket() -> None:
+    # 8 partitions in a set of capacity 16: 16 shares bucket 0, so it comes first.
+    assert stored_order(range(9, 17)) == (16, 9, 10, 11, 12, 13, 14, 15)
+    # Within a bucket, insertion order: the order of the list the set was rebuilt from.
+    assert stored_order([37, 21, 20, 36, 32]) == (32, 20, 36, 37, 21)
+    grown = JavaIntSet()
+    for p in range(13):  # past 12 of 16: doubled
+        grown.add(p * 16)
+    assert list(grown) == [0, 32, 64, 96, 128, 160, 192, 16, 48, 80, 112, 144, 176]
 
 
 def test_kafka_uuid_helpers() -> None:
@@ -45,7 +73,7 @@ def test_kafka_uuid_helpers() -> None:
 
 def test_heterogeneous_first_assignment_two_members_two_topics() -> None:
     members = {"A": MemberSpec(frozenset({T1, T3})), "B": MemberSpec(frozenset({T3}))}
-    out = uniform_assign(spec(members, {T1: 3, T3: 6}))
+    out = uniform(spec(members, {T1: 3, T3: 6}))
     assert out == {"A": {T1: frozenset({0, 1, 2}), T3: frozenset({4})},
                    "B": {T3: frozenset({0, 1, 2, 3, 5})}}  # fmt: skip
 
@@ -56,7 +84,7 @@ def test_heterogeneous_more_members_than_partitions() -> None:
         "B": MemberSpec(frozenset({T3})),
         "C": MemberSpec(frozenset({T1})),
     }
-    out = uniform_assign(spec(members, {T1: 2, T3: 1}))
+    out = uniform(spec(members, {T1: 2, T3: 1}))
     assert out == {"A": {T3: frozenset({0})}, "B": {}, "C": {T1: frozenset({0, 1})}}
 
 
@@ -67,7 +95,7 @@ def test_heterogeneous_rebalances_an_unbalanced_previous_assignment() -> None:
         "B": MemberSpec(f({T1, T2}), {T1: f({3}), T2: f({0})}),
         "C": MemberSpec(f({T1, T2, T3}), {T1: f({4, 5}), T2: f({1, 2, 3}), T3: f({0, 1, 2, 3})}),
     }
-    out = uniform_assign(spec(members, {T1: 6, T2: 4, T3: 4}))
+    out = uniform(spec(members, {T1: 6, T2: 4, T3: 4}))
     assert out == {
         "A": {T1: f({0, 1, 2, 5})},
         "B": {T1: f({3}), T2: f({0, 1, 2, 3})},
@@ -85,7 +113,7 @@ def test_homogeneous_keeps_up_to_the_quota_and_deals_the_rest_in_member_order() 
         "b": MemberSpec(f({T1}), {T1: f({3, 4, 5})}),
         "c": MemberSpec(f({T1})),
     }
-    out = uniform_assign(spec(members, {T1: 6}, homogeneous=True))
+    out = uniform(spec(members, {T1: 6}, homogeneous=True))
     assert out == {"a": {T1: f({0, 1})}, "b": {T1: f({3, 4})}, "c": {T1: f({2, 5})}}
 
 
@@ -98,7 +126,7 @@ def test_homogeneous_extra_partitions_go_to_members_that_already_have_them() -> 
         "b": MemberSpec(f({T1}), {T1: f({2, 3, 4})}),
         "c": MemberSpec(f({T1})),
     }
-    out = uniform_assign(spec(members, {T1: 7}, homogeneous=True))
+    out = uniform(spec(members, {T1: 7}, homogeneous=True))
     sizes = sorted(len(out[m].get(T1, ())) for m in "abc")
     assert sizes == [2, 2, 3]
     assert out["a"][T1] >= f({0, 1}) and out["b"][T1] >= f({2, 3})
@@ -109,7 +137,7 @@ def test_homogeneous_extra_partitions_go_to_members_that_already_have_them() -> 
 
 def test_range_co_partitions_sorted_members() -> None:
     members = {"m2": MemberSpec(frozenset({T1, T2})), "m1": MemberSpec(frozenset({T1, T2}))}
-    out = range_assign(spec(members, {T1: 3, T2: 3}, homogeneous=True))
+    out = ranged(spec(members, {T1: 3, T2: 3}, homogeneous=True))
     f = frozenset
     assert out == {"m1": {T1: f({0, 1}), T2: f({0, 1})}, "m2": {T1: f({2}), T2: f({2})}}
 
@@ -120,14 +148,14 @@ def test_range_puts_static_members_first_by_instance_id() -> None:
         "z": MemberSpec(frozenset({T1}), instance_id="i-2"),
         "y": MemberSpec(frozenset({T1}), instance_id="i-1"),
     }
-    out = range_assign(spec(members, {T1: 4}, homogeneous=True))
+    out = ranged(spec(members, {T1: 4}, homogeneous=True))
     f = frozenset
     assert out == {"y": {T1: f({0, 1})}, "z": {T1: f({2})}, "dyn": {T1: f({3})}}
 
 
 def test_range_heterogeneous_counts_subscribers_per_topic() -> None:
     members = {"a": MemberSpec(frozenset({T1, T2})), "b": MemberSpec(frozenset({T2}))}
-    out = range_assign(spec(members, {T1: 2, T2: 3}))
+    out = ranged(spec(members, {T1: 2, T2: 3}))
     f = frozenset
     assert out == {"a": {T1: f({0, 1}), T2: f({0, 1})}, "b": {T2: f({2})}}
 
@@ -163,7 +191,7 @@ def groups(draw: st.DrawFn, homogeneous: bool) -> GroupSpec:
     return GroupSpec(members, homogeneous, counts, owners)
 
 
-def check_valid(group: GroupSpec, out: dict[str, dict[uuid.UUID, frozenset[int]]]) -> None:
+def check_valid(group: GroupSpec, out: Frozen) -> None:
     seen: set[tuple[uuid.UUID, int]] = set()
     for member, assignment in out.items():
         for t, ps in assignment.items():
@@ -179,7 +207,7 @@ def check_valid(group: GroupSpec, out: dict[str, dict[uuid.UUID, frozenset[int]]
 @settings(max_examples=150, deadline=None)
 @given(groups(homogeneous=True))
 def test_uniform_homogeneous_is_balanced_and_sticky(group: GroupSpec) -> None:
-    out = uniform_assign(group)
+    out = uniform(group)
     check_valid(group, out)
     sizes = [sum(len(ps) for ps in out.get(m, {}).values()) for m in group.members]
     assert max(sizes) - min(sizes) <= 1
@@ -196,7 +224,7 @@ def test_uniform_homogeneous_is_balanced_and_sticky(group: GroupSpec) -> None:
 @settings(max_examples=150, deadline=None)
 @given(groups(homogeneous=False))
 def test_uniform_heterogeneous_assigns_everything_once(group: GroupSpec) -> None:
-    out = uniform_assign(group)
+    out = uniform(group)
     check_valid(group, out)
     # Members with identical subscriptions differ by at most one partition.
     by_topics: dict[frozenset[uuid.UUID], list[int]] = {}
@@ -212,4 +240,4 @@ def test_uniform_heterogeneous_assigns_everything_once(group: GroupSpec) -> None
 @settings(max_examples=100, deadline=None)
 @given(st.booleans().flatmap(groups))
 def test_range_assigns_everything_once(group: GroupSpec) -> None:
-    check_valid(group, range_assign(group))
+    check_valid(group, ranged(group))

@@ -25,12 +25,13 @@ import dataclasses
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
 from aiogroup.errors import LocalProtocolError
 from aiogroup.testing.embedded.consumer_messages import TopicMetadata
+from aiogroup.testing.embedded.hashorder import java_string_hash
 from aiogroup.testing.embedded.server_assignors import Assignment
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "InvalidRegexError",
     "MemberState",
     "ResolvedRegex",
+    "TimelineOrder",
     "compile_topic_regex",
     "owned_is_subset",
     "reconcile",
@@ -303,6 +305,51 @@ def _next_assignment(
     )
 
 
+class TimelineOrder:
+    """The iteration order of Kafka's ``TimelineHashMap`` (``BaseHashTable``), which holds a
+    consumer group's members: Fibonacci hashing of ``hashCode`` into a power-of-two table
+    (from 2 slots, doubled once 3/4 full, rehashed slot by slot), colliding keys appended to
+    their slot's array, and iteration slot by slot, each slot's array from its end. The server
+    assignors see the members in this order (their ``java.util.HashMap`` is filled from it)."""
+
+    _FIBONACCI = -7046029254386353131 & 0xFFFFFFFFFFFFFFFF
+
+    def __init__(self, keys: Iterable[str] = ()) -> None:
+        self._slots: list[list[str]] = [[], []]
+        self._keys: set[str] = set()
+        for key in keys:
+            self.put(key)
+
+    @classmethod
+    def _slot(cls, key: str, size: int) -> int:
+        h = java_string_hash(key)
+        signed = h - (1 << 32) if h & 0x80000000 else h
+        return ((signed * cls._FIBONACCI) & 0xFFFFFFFFFFFFFFFF) >> (65 - size.bit_length())
+
+    def put(self, key: str) -> None:
+        # The table grows before the key is looked for: replacing a key may grow it too.
+        if (len(self._keys) + 1) * 0.75 > len(self._slots):
+            old, self._slots = self._slots, [[] for _ in range(len(self._slots) * 2)]
+            for slot in old:
+                for moved in slot:
+                    self._slots[self._slot(moved, len(self._slots))].append(moved)
+        if key in self._keys:
+            return  # replaced in place
+        self._slots[self._slot(key, len(self._slots))].append(key)
+        self._keys.add(key)
+
+    def remove(self, key: str) -> None:
+        if key in self._keys:
+            self._keys.discard(key)
+            self._slots[self._slot(key, len(self._slots))].remove(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([key for slot in self._slots for key in reversed(slot)])
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
 @dataclass(eq=False)
 class ConsumerGroup:
     """A consumer group, Kafka's ``ConsumerGroup``: :meth:`update_member` and
@@ -314,6 +361,8 @@ class ConsumerGroup:
     members: dict[str, ConsumerGroupMember] = field(default_factory=dict)
     #: member id -> its target assignment (``targetAssignment``).
     target: dict[str, Assignment] = field(default_factory=dict)
+    #: member id -> topic id -> the target's partitions in the order Kafka's set holds them.
+    target_order: dict[str, dict[uuid.UUID, tuple[int, ...]]] = field(default_factory=dict)
     #: (topic id, partition) -> the member the target gives it (``invertedTargetAssignment``).
     target_owner: dict[tuple[uuid.UUID, int], str] = field(default_factory=dict)
     #: (topic id, partition) -> the epoch of its current owner (``currentPartitionEpoch``).
@@ -329,6 +378,8 @@ class ConsumerGroup:
     metadata_hash: frozenset[TopicMetadata] = frozenset()
     #: A subscribed topic changed since: the next heartbeat recomputes the hash.
     metadata_refresh: bool = False
+    #: The members in the order Kafka's ``TimelineHashMap`` iterates them.
+    member_order: TimelineOrder = field(default_factory=TimelineOrder)
 
     # --- state ----------------------------------------------------------------------------
 
@@ -415,6 +466,7 @@ class ConsumerGroup:
     def update_member(self, member: ConsumerGroupMember) -> None:
         old = self.members.get(member.member_id)
         self.members[member.member_id] = member
+        self.member_order.put(member.member_id)
         self._count(old, -1)
         self._count(member, +1)
         self._release(old)
@@ -426,6 +478,7 @@ class ConsumerGroup:
         old = self.members.pop(member_id, None)
         if old is None:
             return None
+        self.member_order.remove(member_id)
         self._count(old, -1)
         self._release(old)
         if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
@@ -433,9 +486,16 @@ class ConsumerGroup:
         self.set_target(member_id, None)
         return old
 
-    def set_target(self, member_id: str, assignment: Assignment | None) -> None:
-        """``updateTargetAssignment`` / ``removeTargetAssignment`` with the inverted index."""
+    def set_target(
+        self,
+        member_id: str,
+        assignment: Assignment | None,
+        order: Mapping[uuid.UUID, tuple[int, ...]] | None = None,
+    ) -> None:
+        """``updateTargetAssignment`` / ``removeTargetAssignment`` with the inverted index;
+        ``order``: each partition set's order as Kafka holds it (the assignor's)."""
         old = self.target.pop(member_id, {})
+        self.target_order.pop(member_id, None)
         for topic_id, partitions in old.items():
             for p in partitions:
                 if self.target_owner.get((topic_id, p)) == member_id:
@@ -443,6 +503,8 @@ class ConsumerGroup:
         if assignment is None:
             return
         self.target[member_id] = assignment
+        if order is not None:
+            self.target_order[member_id] = dict(order)
         for topic_id, partitions in assignment.items():
             for p in partitions:
                 self.target_owner[(topic_id, p)] = member_id

@@ -72,7 +72,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 
-from aiogroup.testing.embedded.consumer_requests import ConsumerGroupRequests
+from aiogroup.testing.embedded.consumer_admin import ConsumerGroupAdmin
 from aiogroup.testing.embedded.group import ClassicGroup, State
 from aiogroup.testing.embedded.member_requests import MemberRequests
 from aiogroup.testing.embedded.messages import (
@@ -149,7 +149,7 @@ GroupState = State
 """The classic group states (``Empty``, ``PreparingRebalance``, ...) as Kafka spells them."""
 
 
-class GroupCoordinator(ConsumerGroupRequests, MemberRequests):
+class GroupCoordinator(ConsumerGroupAdmin, MemberRequests):
     """Kafka's classic group coordinator, sans-I/O. See the module docstring for the wiring.
 
     ``id_factory(prefix)`` makes member ids (default ``f"{prefix}-{uuid4()}"``, the prefix being

@@ -22,31 +22,40 @@ target assignment. Sans-I/O and clock-free.
 Where Kafka's result depends on iteration order, the order is Kafka's: members in the order of
 a ``java.util.HashMap`` keyed by member id (:class:`~aiogroup.testing.embedded.hashorder.JavaMap`
 gives it; the coordinator builds the :class:`GroupSpec` in that order), topics in the order of a
-``java.util.HashSet`` of ``Uuid`` (:func:`java_uuid_order`), and ``Uuid.compareTo`` (signed
-halves, :func:`uuid_sort_key`) where topics are sorted.
+``java.util.HashSet`` of ``Uuid`` (:func:`java_uuid_order`), a member's partitions in the
+order of a ``HashSet`` of ``Integer`` (:func:`java_int_set_order`), and ``Uuid.compareTo``
+(signed halves, :func:`uuid_sort_key`) where topics are sorted.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
     "SERVER_ASSIGNORS",
     "Assignment",
     "GroupSpec",
+    "JavaIntSet",
     "MemberSpec",
     "PartitionAssignorError",
+    "Result",
+    "java_int_set_order",
     "java_uuid_hash",
     "java_uuid_order",
     "range_assign",
+    "stored_order",
     "uniform_assign",
     "uuid_sort_key",
 ]
 
 #: A member's partitions: topic id -> partition ids (never an empty set).
 Assignment = Mapping[uuid.UUID, frozenset[int]]
+#: An assignor's answer: member id -> topic id -> the partitions, in the iteration order of the
+#: ``java.util.HashSet`` Kafka's assignor built them in (what the target assignment record
+#: lists; Kafka rebuilds the set from that list, :func:`stored_order`).
+Result = dict[str, dict[uuid.UUID, tuple[int, ...]]]
 
 _MASK32 = 0xFFFFFFFF
 _MASK64 = 0xFFFFFFFFFFFFFFFF
@@ -65,6 +74,15 @@ class MemberSpec:
     assignment: Assignment = field(default_factory=dict)
     instance_id: str | None = None
     rack_id: str | None = None
+    #: The iteration order of each of ``assignment``'s partition sets as Kafka holds them
+    #: (missing: as a set rebuilt from the ascending list, :func:`java_int_set_order`).
+    order: Mapping[uuid.UUID, tuple[int, ...]] = field(default_factory=dict)
+
+    def ordered(self, topic: uuid.UUID) -> tuple[int, ...]:
+        known = self.order.get(topic)
+        if known is not None and frozenset(known) == self.assignment[topic]:
+            return known
+        return tuple(java_int_set_order(self.assignment[topic]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,14 +135,78 @@ def java_uuid_order(topic_ids: Iterable[uuid.UUID]) -> list[uuid.UUID]:
     return sorted(ids, key=bucket)  # stable: the given order within a bucket
 
 
-def _immutable(assignment: Mapping[uuid.UUID, set[int]]) -> dict[uuid.UUID, frozenset[int]]:
-    return {t: frozenset(ps) for t, ps in assignment.items() if ps}
+class JavaIntSet:
+    """A ``java.util.HashSet<Integer>``: bucket ``spread(p) & (capacity - 1)``, insertion order
+    within a bucket, the table doubled (each bucket split in order) once past 3/4 full."""
+
+    def __init__(self, capacity: int = 16) -> None:
+        size = 1
+        while size < capacity:
+            size *= 2
+        self._table: list[list[int]] = [[] for _ in range(size)]
+        self._size = 0
+
+    @classmethod
+    def of(cls, items: Iterable[int]) -> JavaIntSet:
+        """``new HashSet<>(collection)``: a capacity for the collection's size (16 at least),
+        then every item added in order."""
+        values = list(items)
+        out = cls(max(int(len(values) / 0.75) + 1, 16))
+        for value in values:
+            out.add(value)
+        return out
+
+    def _bucket(self, value: int, size: int) -> int:
+        h = value & _MASK32
+        return (h ^ (h >> 16)) & (size - 1)
+
+    def add(self, value: int) -> None:
+        bucket = self._table[self._bucket(value, len(self._table))]
+        if value in bucket:
+            return
+        bucket.append(value)
+        self._size += 1
+        if self._size > len(self._table) * 3 // 4:
+            old, size = self._table, len(self._table) * 2
+            self._table = [[] for _ in range(size)]
+            for chain in old:
+                for moved in chain:
+                    self._table[self._bucket(moved, size)].append(moved)
+
+    def discard(self, value: int) -> None:
+        bucket = self._table[self._bucket(value, len(self._table))]
+        if value in bucket:
+            bucket.remove(value)
+            self._size -= 1
+
+    def __iter__(self) -> Iterator[int]:
+        return iter([value for chain in self._table for value in chain])
+
+    def __len__(self) -> int:
+        return self._size
+
+
+def java_int_set_order(partitions: Iterable[int]) -> list[int]:
+    """``partitions`` in the order of a ``HashSet`` built from them in ascending order."""
+    return list(JavaIntSet.of(sorted(set(partitions))))
+
+
+def stored_order(listed: Iterable[int]) -> tuple[int, ...]:
+    """The iteration order of the set Kafka keeps a target assignment's partitions in: the set
+    the assignor built is written as a list (its iteration order), and replayed as
+    ``new HashSet<>(list)`` (``Assignment.fromRecord``)."""
+    return tuple(JavaIntSet.of(listed))
+
+
+def _ordered(assignment: Mapping[uuid.UUID, Iterable[int]]) -> dict[uuid.UUID, tuple[int, ...]]:
+    out = {t: tuple(ps) for t, ps in assignment.items()}
+    return {t: ps for t, ps in out.items() if ps}
 
 
 # --- uniform ----------------------------------------------------------------------------------
 
 
-def uniform_assign(spec: GroupSpec) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
+def uniform_assign(spec: GroupSpec) -> Result:
     """Kafka's ``UniformAssignor``: the homogeneous or the heterogeneous builder."""
     if not spec.members:
         return {}
@@ -133,11 +215,13 @@ def uniform_assign(spec: GroupSpec) -> dict[str, dict[uuid.UUID, frozenset[int]]
     return _UniformHeterogeneous(spec).build()
 
 
-def _uniform_homogeneous(spec: GroupSpec) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
+def _uniform_homogeneous(spec: GroupSpec) -> Result:
     """``UniformHomogeneousAssignmentBuilder``: every member keeps what it had up to its quota
     (the minimum, plus one for as many members as there are partitions left over, claimed
     in member order unless a later member must take it), then the unassigned partitions are
-    dealt to the members with room, in member order."""
+    dealt to the members with room, in member order. A member's partitions are walked in the
+    order Kafka's set holds them; an assignment that changes is a copy (``deepCopyAssignment``)
+    changed in place, so the answer lists each set in Kafka's order too."""
     first = next(iter(spec.members.values()))
     topics = java_uuid_order(first.topic_ids)
     if not topics:
@@ -156,7 +240,12 @@ def _uniform_homogeneous(spec: GroupSpec) -> dict[str, dict[uuid.UUID, frozenset
     member_count = len(spec.members)
     minimum, extra = divmod(total, member_count)
     subscribed = set(topics)
-    target: dict[str, dict[uuid.UUID, set[int]]] = {}
+    unchanged: dict[str, dict[uuid.UUID, tuple[int, ...]]] = {}
+    copies: dict[str, dict[uuid.UUID, JavaIntSet]] = {}
+
+    def copy(member: MemberSpec) -> dict[uuid.UUID, JavaIntSet]:
+        return {t: JavaIntSet.of(member.ordered(t)) for t in member.assignment}
+
     unfilled: list[tuple[str, int]] = []
     for index, (member_id, member) in enumerate(spec.members.items()):
         quota = minimum
@@ -164,20 +253,23 @@ def _uniform_homogeneous(spec: GroupSpec) -> dict[str, dict[uuid.UUID, frozenset
         if extra > 0:
             quota += 1
             has_extra = True
-        kept: dict[uuid.UUID, set[int]] = {}
+        changed: dict[uuid.UUID, JavaIntSet] | None = None
         for topic in java_uuid_order(member.assignment):
-            partitions = sorted(member.assignment[topic])
+            partitions = member.ordered(topic)
             if topic not in subscribed:
-                continue  # the whole topic goes
-            if len(partitions) <= quota:
+                changed = changed if changed is not None else copy(member)
+                del changed[topic]  # the whole topic goes
+            elif len(partitions) <= quota:
                 quota -= len(partitions)
-                kept[topic] = set(partitions)
-                continue
-            for partition in partitions:
-                if quota > 0:
-                    quota -= 1
-                    kept.setdefault(topic, set()).add(partition)
-                else:
+            else:
+                for partition in partitions:
+                    if quota > 0:
+                        quota -= 1
+                        continue
+                    changed = changed if changed is not None else copy(member)
+                    changed[topic].discard(partition)
+                    if not len(changed[topic]):
+                        del changed[topic]
                     unassigned.append((topic, partition))
         if quota > 0 and has_extra and member_count - index > extra:
             # Give up the extra partition for a later member, unless this one is among the
@@ -188,18 +280,27 @@ def _uniform_homogeneous(spec: GroupSpec) -> dict[str, dict[uuid.UUID, frozenset
             unfilled.append((member_id, quota))
         if has_extra:
             extra -= 1
-        target[member_id] = kept
+        if changed is None:
+            unchanged[member_id] = {t: member.ordered(t) for t in member.assignment}
+        else:
+            copies[member_id] = changed
     position = 0
     for member_id, quota in unfilled:
+        if member_id in unchanged:
+            copies[member_id] = copy(spec.members[member_id])
+            del unchanged[member_id]
+        mine = copies[member_id]
         taken = 0
         while taken < quota and position < len(unassigned):
             topic, partition = unassigned[position]
-            target[member_id].setdefault(topic, set()).add(partition)
+            mine.setdefault(topic, JavaIntSet()).add(partition)
             position += 1
             taken += 1
     if position < len(unassigned):
         raise PartitionAssignorError("Partitions were left unassigned")
-    return {m: _immutable(a) for m, a in target.items()}
+    out: Result = {m: _ordered(a) for m, a in unchanged.items()}
+    out.update({m: _ordered(a) for m, a in copies.items()})
+    return {m: out[m] for m in spec.members}
 
 
 class _Balancer:
@@ -290,7 +391,10 @@ class _UniformHeterogeneous:
                     )
                 self.subscribers.setdefault(topic, []).append(index)
         self.owners = {t: [-1] * spec.partitions[t] for t in self.subscribers}
-        self.target: dict[str, dict[uuid.UUID, set[int]]] = {}
+        #: Assignments as Kafka's builder holds them: the member's own (unchanged) until the
+        #: first change, then a copy of sets changed in place.
+        self.unchanged: dict[str, dict[uuid.UUID, tuple[int, ...]]] = {}
+        self.target: dict[str, dict[uuid.UUID, JavaIntSet]] = {}
 
     def _topic_key(self, topic: uuid.UUID) -> tuple[float, int, tuple[int, int]]:
         count = self.spec.partitions[topic]
@@ -300,19 +404,22 @@ class _UniformHeterogeneous:
     def _sorted(self, topics: Iterable[uuid.UUID]) -> list[uuid.UUID]:
         return sorted(topics, key=self._topic_key)
 
-    def build(self) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
+    def build(self) -> Result:
         if not self.subscribers:
             return {}
         for index, member_id in enumerate(self.member_ids):
             member = self.spec.members[member_id]
-            kept: dict[uuid.UUID, set[int]] = {}
+            kept = {t: member.ordered(t) for t in member.assignment}
             for topic, partitions in member.assignment.items():
                 if topic in member.topic_ids:
                     self.sizes[index] += len(partitions)
                     for p in partitions:
                         self.owners[topic][p] = index
-                    kept[topic] = set(partitions)
-            self.target[member_id] = kept
+            self.unchanged[member_id] = kept
+            if any(t not in member.topic_ids for t in kept):
+                sets = self._mutable(member_id)
+                for topic in [t for t in sets if t not in member.topic_ids]:
+                    del sets[topic]
         unassigned = {
             t: [p for p, owner in enumerate(owners) if owner == -1]
             for t, owners in self.owners.items()
@@ -325,7 +432,20 @@ class _UniformHeterogeneous:
         movable = [t for t, members in self.subscribers.items() if len(members) >= 2]
         if movable:
             self._balance_topics(movable)
-        return {m: _immutable(a) for m, a in self.target.items()}
+        out: Result = {}
+        for member_id in self.member_ids:
+            copied = self.target.get(member_id)
+            out[member_id] = _ordered(self.unchanged[member_id] if copied is None else copied)
+        return out
+
+    def _mutable(self, member_id: str) -> dict[uuid.UUID, JavaIntSet]:
+        """``deepCopyAssignment`` the first time a member's assignment changes."""
+        found = self.target.get(member_id)
+        if found is not None:
+            return found
+        sets = {t: JavaIntSet.of(ps) for t, ps in self.unchanged[member_id].items()}
+        self.target[member_id] = sets
+        return sets
 
     def _balance_topics(self, topics: list[uuid.UUID]) -> None:
         ordered = self._sorted(topics)
@@ -374,12 +494,18 @@ class _UniformHeterogeneous:
     def _assign(self, topic: uuid.UUID, partition: int, member: int) -> None:
         old = self.owners[topic][partition]
         if old != -1:
-            previous = self.target[self.member_ids[old]]
-            previous[topic].discard(partition)
-            if not previous[topic]:
-                del previous[topic]
+            previous = self._mutable(self.member_ids[old])
+            if topic in previous:
+                previous[topic].discard(partition)
+                if not len(previous[topic]):
+                    del previous[topic]
             self.sizes[old] -= 1
-        self.target[self.member_ids[member]].setdefault(topic, set()).add(partition)
+        mine = self._mutable(self.member_ids[member])
+        if topic not in mine:
+            subscribers = len(self.subscribers[topic])
+            estimate = -(-self.spec.partitions[topic] // subscribers)
+            mine[topic] = JavaIntSet(int(estimate / 0.75) + 1)
+        mine[topic].add(partition)
         self.owners[topic][partition] = member
         self.sizes[member] += 1
 
@@ -387,7 +513,7 @@ class _UniformHeterogeneous:
 # --- range ------------------------------------------------------------------------------------
 
 
-def range_assign(spec: GroupSpec) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
+def range_assign(spec: GroupSpec) -> Result:
     """Kafka's server ``RangeAssignor``: per topic, its subscribers in order (instance id for
     static members, who come first, then member id) take contiguous ranges, the first
     ``count % subscribers`` one partition more. Not sticky by design."""
@@ -411,9 +537,9 @@ def range_assign(spec: GroupSpec) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
     for topic in subscribers:
         if topic not in spec.partitions:
             raise PartitionAssignorError("Member is subscribed to a non-existent topic")
-    out: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
+    out: Result = {}
     for member_id in members:
-        mine: dict[uuid.UUID, frozenset[int]] = {}
+        mine: dict[uuid.UUID, tuple[int, ...]] = {}
         for topic in java_uuid_order(spec.members[member_id].topic_ids):
             count = spec.partitions[topic]
             minimum, extra = divmod(count, subscribers[topic])
@@ -422,14 +548,14 @@ def range_assign(spec: GroupSpec) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
             end = min(start + quota, count)
             state[topic] = [end, left - 1 if left > 0 else left]
             if start < end:
-                mine[topic] = frozenset(range(start, end))
+                mine[topic] = tuple(range(start, end))  # a RangeSet: ascending
         out[member_id] = mine
     return out
 
 
 #: The server assignors by name, in Kafka's default ``group.consumer.assignors`` order (the first
 #: is the default).
-SERVER_ASSIGNORS: dict[str, Callable[[GroupSpec], dict[str, dict[uuid.UUID, frozenset[int]]]]] = {
+SERVER_ASSIGNORS: dict[str, Callable[[GroupSpec], Result]] = {
     "uniform": uniform_assign,
     "range": range_assign,
 }
