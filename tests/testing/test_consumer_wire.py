@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from aiogroup.testing.embedded.broker import EmbeddedBroker
 from aiogroup.testing.embedded.client import RawClient
-from aiogroup.testing.fixtures import BrokerHandle, kafka_broker  # noqa: F401
+from aiogroup.testing.fixtures import BrokerHandle, embedded_broker, kafka_broker  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -285,3 +286,20 @@ async def test_regular_expressions_are_read_as_re2j_reads_them(
                     f"{description}."
                 )
             assert (r.error_code, r.error_message) == (code, expected), pattern
+
+
+async def test_a_heartbeat_failure_is_injected_before_the_coordinator_sees_it(
+    embedded_broker: EmbeddedBroker,  # noqa: F811
+) -> None:
+    async with RawClient(embedded_broker.bootstrap) as client:
+        embedded_broker.create_topic("t", 1)
+        w = Wire(client, "g")
+        member = kafka_id()
+        embedded_broker.faults.fail("ConsumerGroupHeartbeat", 15)  # COORDINATOR_NOT_AVAILABLE
+        join = {"member_epoch": 0, "rebalance_timeout_ms": 1000,
+                "subscribed_topic_names": ["t"], "topic_partitions": []}  # fmt: skip
+        assert await w.beat(member_id=member, **join) == (15, None, 0, 0, None)
+        assert embedded_broker.consumer_group("g") is None
+        assert await w.beat(member_id=member, **join) == (0, None, 1, 5000, [0])
+        view = embedded_broker.consumer_group("g")
+        assert view is not None and view.members[0].assigned == {("t", 0)}
