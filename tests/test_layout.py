@@ -111,6 +111,7 @@ SANS_IO = (
     "aiogroup.testing.embedded.group",
     "aiogroup.testing.embedded.hashorder",
     "aiogroup.testing.embedded.consumer_admin",
+    "aiogroup.testing.embedded.consumer_classic",
     "aiogroup.testing.embedded.consumer_group",
     "aiogroup.testing.embedded.consumer_messages",
     "aiogroup.testing.embedded.consumer_requests",

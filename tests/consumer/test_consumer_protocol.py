@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from aiogroup import Consumer, GroupMember
-from aiogroup.errors import UnsupportedApiVersionError
+from aiogroup.errors import KafkaError, UnsupportedApiVersionError
 from aiogroup.membership import MemberState
 from aiogroup.protocol.types import TopicPartition
 from aiogroup.testing.embedded.rules import CoordinatorConfig
@@ -271,3 +271,63 @@ async def test_kafka23_is_a_clear_error(kafka_broker: BrokerHandle) -> None:  # 
     topic = unique("t")
     make_topic(kafka_broker, topic, 1)
     await refuses_kip848(kafka_broker.bootstrap, topic)
+
+
+@on_kip848_brokers
+async def test_a_classic_group_upgrades_online_and_downgrades_back(
+    kafka_broker: BrokerHandle,  # noqa: F811
+) -> None:
+    """A classic Consumer (``range``) alone; a ``group_protocol="consumer"`` Consumer joins:
+    the group becomes a consumer group and both share the partitions (the classic one as a
+    classic member of it); the second leaves: a classic group again, the first owns all."""
+    topic, group = unique("t"), unique("g")
+    make_topic(kafka_broker, topic, 6)
+    fast_group(kafka_broker, group)
+    classic = Consumer(
+        kafka_broker.bootstrap, group, topics=[topic], assignors=["range"],
+        session_timeout_ms=SESSION_MS, heartbeat_interval_ms=INTERVAL_MS,
+        fetch_max_wait_ms=100, close_timeout_s=20,
+    )  # fmt: skip
+    async with classic:
+        await poll(classic, lambda: len(owned(classic)) == 6, "the classic member owning all")
+        async with kip848(kafka_broker, group, [topic]) as modern:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + CONVERGE_S
+            while not (len(owned(classic)) == 3 and len(owned(modern)) == 3):
+                assert loop.time() < deadline, "timed out waiting for a 3/3 split"
+                await asyncio.gather(classic.getmany(timeout_ms=50), modern.getmany(timeout_ms=50))
+            assert owned(classic).isdisjoint(owned(modern))
+            if kafka_broker.embedded is not None:
+                view = kafka_broker.embedded.consumer_group(group)
+                assert view is not None and {m.uses_classic_protocol for m in view.members} == {
+                    True, False,
+                }  # fmt: skip
+        await poll(classic, lambda: len(owned(classic)) == 6, "the classic member owning all again")
+        if kafka_broker.embedded is not None:
+            assert kafka_broker.embedded.consumer_group(group) is None  # downgraded
+            assert kafka_broker.embedded.group(group) is not None
+
+
+@on_kip848_brokers
+async def test_aiogroup_cooperative_marks_keep_kafka_from_upgrading_a_group(
+    kafka_broker: BrokerHandle,  # noqa: F811
+) -> None:
+    """An aiogroup cooperative leader marks its assignments with user data (hand-off
+    awareness); Kafka 4.1.1 then takes the group for one of a custom assignor and refuses
+    the online upgrade: the consumer-protocol member fails with GROUP_ID_NOT_FOUND. The
+    embedded broker does the same."""
+    topic, group = unique("t"), unique("g")
+    make_topic(kafka_broker, topic, 2)
+    classic = Consumer(kafka_broker.bootstrap, group, topics=[topic], fetch_max_wait_ms=100)
+    async with classic:
+        await poll(classic, lambda: len(owned(classic)) == 2, "the classic member owning all")
+        member = GroupMember(
+            kafka_broker.bootstrap, group, topics=[topic], group_protocol="consumer"
+        )
+        await member.start()
+        try:
+            with pytest.raises(KafkaError) as caught:
+                await member.wait_for_assignment(30)
+        finally:
+            await member.close()
+        assert "an unsupported custom assignor is in use" in str(caught.value)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 
 from aiogroup.errors import ConfigurationError
+from aiogroup.protocol.consumer import encode_subscription
+from aiogroup.protocol.types import Subscription
 from aiogroup.testing import wire
 from aiogroup.testing.embedded.consumer_messages import ConsumerGroupSettings
 from aiogroup.testing.embedded.coordinator import GroupCoordinator
@@ -487,10 +489,15 @@ def test_v9_commits_to_a_missing_group_are_group_id_not_found() -> None:
 # ------------------------------------------------------------------------ one namespace
 
 
-def join_classic(coord: GroupCoordinator, now: float) -> JoinGroupResponseData | None:
+def join_classic(
+    coord: GroupCoordinator, now: float, protocol_type: str = "consumer"
+) -> JoinGroupResponseData | None:
     answers: list[JoinGroupResponseData | None] = []
+    metadata = encode_subscription(Subscription(topics=["t"]))
     coord.join_group(
-        JoinGroupRequestData("g", "", "consumer", [("range", b"")], 10_000, 10_000, api_version=3),
+        JoinGroupRequestData(
+            "g", "", protocol_type, [("range", metadata)], 10_000, 10_000, api_version=3
+        ),
         now,
         answers.append,
     )
@@ -499,22 +506,35 @@ def join_classic(coord: GroupCoordinator, now: float) -> JoinGroupResponseData |
 
 def test_consumer_and_classic_groups_share_one_namespace() -> None:
     h = Harness()
-    # A non-empty classic group is not upgraded by the embedded broker yet.
-    join_classic(h.coord, h.now)
+    # A non-empty classic group of another protocol type cannot become a consumer group.
+    join_classic(h.coord, h.now, "connect")
     r = h.member("a").join()
-    assert r.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert (r.error_code, r.error_message) == (
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        "Cannot upgrade classic group g to consumer group because the group does not use the "
+        "consumer embedded protocol.",
+    )
+    r = h.heartbeat(member_id="a", member_epoch=1)
+    assert (r.error_code, r.error_message) == (
+        ErrorCode.GROUP_ID_NOT_FOUND, "Group g is not a consumer group.",
+    )  # fmt: skip
     h.tick(60)  # the classic member's session ends: the classic group is empty
     assert h.coord.group_state("g").state == "Empty"  # type: ignore[union-attr]
     assert h.member("a").join().error_code == 0  # an empty classic group becomes a consumer one
     assert h.coord.group_state("g") is None
-    joined = join_classic(h.coord, h.now)
-    assert joined is not None and joined.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     listed = h.coord.list_groups()
     assert [(g.group_id, g.protocol_type, g.group_state) for g in listed] == [
         ("g", "consumer", "Stable")
     ]
     assert h.coord.delete_groups(["g"], h.now) == [("g", ErrorCode.NON_EMPTY_GROUP)]
     h.heartbeat(member_id="a", member_epoch=-1)
+    # An empty consumer group becomes a classic group when a classic member joins.
+    joined = join_classic(h.coord, h.now)
+    assert joined is not None and joined.error_code == 0
+    assert h.coord.consumer_group_state("g") is None and h.coord.group_state("g") is not None
+    h.tick(60)
+    assert h.member("b").join().error_code == 0
+    h.heartbeat(member_id="b", member_epoch=-1)
     assert h.coord.delete_groups(["g"], h.now) == [("g", ErrorCode.NONE)]
     assert h.coord.consumer_group_state("g") is None
 

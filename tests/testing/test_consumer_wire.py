@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from aiogroup.protocol.consumer import decode_assignment, encode_assignment, encode_subscription
+from aiogroup.protocol.types import Assignment, Subscription
 from aiogroup.testing.embedded.broker import EmbeddedBroker
 from aiogroup.testing.embedded.client import RawClient
 from aiogroup.testing.fixtures import BrokerHandle, embedded_broker, kafka_broker  # noqa: F401
@@ -303,3 +305,122 @@ async def test_a_heartbeat_failure_is_injected_before_the_coordinator_sees_it(
         assert await w.beat(member_id=member, **join) == (0, None, 1, 5000, [0])
         view = embedded_broker.consumer_group("g")
         assert view is not None and view.members[0].assigned == {("t", 0)}
+
+
+class ClassicWire:
+    """A classic-protocol member on its own connection (JoinGroup v9, SyncGroup v5)."""
+
+    def __init__(self, client: RawClient, group: str, topic: str) -> None:
+        self.client, self.group, self.topic = client, group, topic
+        self.member_id = ""
+        self.generation = -1
+        self.partitions: list[int] = []
+
+    async def join(self) -> Any:
+        metadata = encode_subscription(
+            Subscription(topics=[self.topic], owned_partitions={self.topic: self.partitions}), 1
+        )
+        r = await self.client.request("JoinGroup", 9, {
+            "group_id": self.group, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+            "member_id": self.member_id, "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": metadata}], "reason": None,
+        })  # fmt: skip
+        self.member_id = r.member_id or self.member_id
+        if r.error_code == 0:
+            self.generation = r.generation_id
+        return r
+
+    async def sync(self, plan: dict[str, list[int]] | None = None) -> Any:
+        assignments = [
+            {"member_id": m, "assignment": encode_assignment(Assignment({self.topic: ps}))}
+            for m, ps in (plan or {}).items()
+        ]
+        r = await self.client.request("SyncGroup", 5, {
+            "group_id": self.group, "generation_id": self.generation, "member_id": self.member_id,
+            "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": assignments,
+        })  # fmt: skip
+        if r.error_code == 0 and r.assignment:
+            self.partitions = sorted(decode_assignment(r.assignment).partitions.get(self.topic, []))
+        return r
+
+    async def heartbeat(self) -> int:
+        r = await self.client.request("Heartbeat", 4, {
+            "group_id": self.group, "generation_id": self.generation,
+            "member_id": self.member_id, "group_instance_id": None,
+        })  # fmt: skip
+        return int(r.error_code)
+
+
+@pytest.mark.parametrize("kafka_broker", KINDS, indirect=True)
+async def test_a_mixed_group_upgrades_shares_and_downgrades(
+    kafka_broker: BrokerHandle,  # noqa: F811
+) -> None:
+    """A classic group of one member becomes a consumer group when a consumer-protocol member
+    joins; a second classic member joins it with JoinGroup; when the consumer-protocol member
+    leaves, it is a classic group again (``group.consumer.migration.policy=bidirectional``)."""
+    async with RawClient(kafka_broker.bootstrap) as c1, RawClient(kafka_broker.bootstrap) as c2:
+        w = Wire(c1, unique("g"))
+        topic = unique("t")
+        await w.topic(topic, 4)
+        a, b = ClassicWire(c1, w.group, topic), ClassicWire(c2, w.group, topic)
+        assert (await a.join()).error_code == 79  # MEMBER_ID_REQUIRED
+        joined = await a.join()
+        assert (joined.error_code, joined.generation_id, joined.leader) == (0, 1, a.member_id)
+        assert (await a.sync({a.member_id: [0, 1, 2, 3]})).error_code == 0
+        assert a.partitions == [0, 1, 2, 3]
+
+        m = w.name(kafka_id(), "M")
+        join = {"member_epoch": 0, "rebalance_timeout_ms": 30_000,
+                "subscribed_topic_names": [topic], "topic_partitions": []}  # fmt: skip
+        # The upgrade: the group epoch is the generation, bumped by m's join.
+        assert await w.beat(member_id=m, **join) == (0, None, 2, 5000, [])
+        [g] = (await describe(c1, w.group)).groups
+        members = sorted(
+            (
+                x.member_type,
+                x.member_epoch,
+                sum(len(t.partitions) for t in x.assignment.topic_partitions),
+            )
+            for x in g.members
+        )
+        assert (g.group_state, g.group_epoch, g.assignment_epoch, members) == (
+            "Reconciling", 2, 2, [(0, 1, 4), (1, 2, 0)],
+        )  # fmt: skip
+        assert await a.heartbeat() == 27  # REBALANCE_IN_PROGRESS: rejoin
+
+        # A classic member joins the consumer group: answered at once, never the leader.
+        assert (await b.join()).error_code == 79
+        joined = await b.join()
+        assert (joined.error_code, joined.generation_id, joined.protocol_type) == (0, 3, "consumer")
+        assert (joined.protocol_name, joined.leader, list(joined.members)) == ("range", "", [])
+
+        epoch = 2
+        for _ in range(10):  # everyone follows until the group is Stable
+            for c in (a, b):
+                if await c.heartbeat() != 0:
+                    assert (await c.join()).error_code == 0
+                    assert (await c.sync()).error_code == 0
+            r = await w.heartbeat(member_id=m, member_epoch=epoch)  # m only gains: no acks
+            epoch = r.member_epoch
+            [g] = (await describe(c1, w.group)).groups
+            if g.group_state == "Stable":
+                break
+        assert g.group_state == "Stable" and g.group_epoch == 3
+        assert sorted(x.member_type for x in g.members) == [0, 0, 1]
+
+        # m leaves: only classic members remain, the group is a classic group again.
+        r = await w.heartbeat(member_id=m, member_epoch=-1)
+        assert r.error_code == 0
+        described = await c1.request(
+            "DescribeGroups", 5, {"groups": [w.group], "include_authorized_operations": False}
+        )
+        [cg] = described.groups
+        assert (cg.error_code, cg.group_state, cg.protocol_type, len(cg.members)) == (
+            0, "PreparingRebalance", "consumer", 2,
+        )  # fmt: skip
+        [gone] = (await describe(c1, w.group)).groups
+        assert (gone.error_code, w.words(gone.error_message)) == (
+            69, "Group G is not a consumer group.",
+        )  # fmt: skip
+        assert await a.heartbeat() == 27

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from aiogroup.testing.embedded.consumer_classic import ClassicMembersInConsumerGroups
 from aiogroup.testing.embedded.consumer_group import MemberState
 from aiogroup.testing.embedded.consumer_messages import (
     ConsumerGroupDescribed,
@@ -21,14 +22,11 @@ from aiogroup.testing.embedded.consumer_messages import (
     DescribedConsumerMember,
     DescribedTopicPartitions,
 )
-from aiogroup.testing.embedded.consumer_requests import ConsumerGroupRequests, Deadlines, Refused
+from aiogroup.testing.embedded.consumer_requests import Deadlines, Refused
 from aiogroup.testing.embedded.group import State
 from aiogroup.testing.embedded.messages import (
     NO_MEMBER_ID,
     ErrorCode,
-    JoinCallback,
-    JoinGroupRequestData,
-    JoinGroupResponseData,
     ListedGroup,
     OffsetCommitRequestData,
     OffsetCommitResponseData,
@@ -40,31 +38,9 @@ from aiogroup.testing.embedded.server_assignors import Assignment
 __all__ = ["ConsumerGroupAdmin"]
 
 
-class ConsumerGroupAdmin(ConsumerGroupRequests):
+class ConsumerGroupAdmin(ClassicMembersInConsumerGroups):
     """Consumer groups among the coordinator's other APIs (a base class of
     :class:`~aiogroup.testing.embedded.coordinator.GroupCoordinator`)."""
-
-    # ================================================================ the classic APIs
-
-    def _consumer_join(
-        self, request: JoinGroupRequestData, now: float, respond: JoinCallback
-    ) -> bool:
-        """A JoinGroup naming a consumer group (False: the classic coordinator's business).
-        An empty one becomes a classic group (``maybeDeleteEmptyConsumerGroup``: its offsets
-        stay); a member joining a non-empty one with the classic protocol is refused."""
-        group = self._consumer_groups.get(request.group_id)
-        if group is None:
-            return False
-        if group.is_empty:
-            self._forget_consumer_group(request.group_id)
-            return False
-        self._send(
-            respond,
-            JoinGroupResponseData(
-                error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=request.member_id
-            ),
-        )
-        return True
 
     # ================================================================ offsets
 
@@ -189,12 +165,6 @@ class ConsumerGroupAdmin(ConsumerGroupRequests):
         self._forget_consumer_group(group_id)
         self._offsets.pop(group_id, None)
         return ErrorCode.NONE
-
-    def _forget_consumer_group(self, group_id: str) -> None:
-        del self._consumer_groups[group_id]
-        self._regex_pending.discard(group_id)
-        for key in [k for k in self._consumer_timers.live if k[1] == group_id]:
-            self._consumer_timers.cancel(key)
 
     def _consumer_cleanup(self) -> None:
         """``cleanupGroupMetadata``: an empty consumer group left without offsets goes."""

@@ -69,7 +69,7 @@ from aiogroup.testing.embedded.server_assignors import (
     stored_order,
 )
 
-__all__ = ["ConsumerGroupRequests", "Deadlines", "Refused"]
+__all__ = ["ConsumerGroupRequests", "Deadlines", "Refused", "kafka_uuid"]
 
 #: ``REGEX_BATCH_REFRESH_MIN_INTERVAL_MS``: regular expressions are resolved again at most
 #: this often (seconds), whatever asks for it.
@@ -346,7 +346,7 @@ class ConsumerGroupRequests(RebalanceCore):
         joining = r.member_epoch == 0
         group_id = r.group_id
         group = self._consumer_groups.get(group_id)
-        drop_classic = False
+        drop_classic = upgrade = False
         if group is None:
             classic = self._groups.get(group_id)
             if classic is not None and not classic.is_in(State.DEAD):
@@ -354,23 +354,18 @@ class ConsumerGroupRequests(RebalanceCore):
                     raise Refused(
                         ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
                     )
-                if not classic.is_in(State.EMPTY):
-                    raise self._classic_upgrade_refused(group_id)
-                drop_classic = True  # an empty classic group becomes a consumer group
+                if classic.is_in(State.EMPTY):
+                    drop_classic = True  # an empty classic group becomes a consumer group
+                    group = ConsumerGroup(group_id)
+                else:
+                    upgrade = True  # the online upgrade (mixed groups)
+                    group = self._upgraded(group_id)
             elif not joining:
                 raise Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-            group = ConsumerGroup(group_id)
-        max_size = self.consumer_settings.max_size
-        if (
-            max_size is not None
-            and len(group.members) >= max_size
-            and (not r.member_id or r.member_id not in group.members)
-        ):
-            raise Refused(
-                ErrorCode.GROUP_MAX_SIZE_REACHED,
-                f"The consumer group has reached its maximum capacity of {max_size} members.",
-            )
-        member_id = r.member_id or _kafka_uuid()  # v0: the coordinator names a joining member
+            else:
+                group = ConsumerGroup(group_id)
+        self._check_group_size(group, r.member_id)
+        member_id = r.member_id or kafka_uuid()  # v0: the coordinator names a joining member
         replaced: ConsumerGroupMember | None = None
         if r.instance_id is None:
             member = group.members.get(member_id)
@@ -437,6 +432,8 @@ class ConsumerGroupRequests(RebalanceCore):
         # Every check passed: from here on the group changes (Kafka writes its records).
         if drop_classic:
             self._drop_classic_group(group_id, now)
+        if upgrade:
+            self._finish_upgrade(group, now)
         self._consumer_groups[group_id] = group
         if replaced is not None:
             self._replace_static_member(group, replaced, member)
@@ -475,6 +472,33 @@ class ConsumerGroupRequests(RebalanceCore):
             heartbeat_interval_ms=self._interval_ms(group_id),
             assignment=assignment,
         )
+
+    def _check_group_size(self, group: ConsumerGroup, member_id: str) -> None:
+        """``throwIfConsumerGroupIsFull``: a group at its maximum size takes no new member."""
+        max_size = self.consumer_settings.max_size
+        if (
+            max_size is not None
+            and len(group.members) >= max_size
+            and (not member_id or member_id not in group.members)
+        ):
+            raise Refused(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {max_size} members.",
+            )
+
+    def _upgraded(self, group_id: str) -> ConsumerGroup:
+        """The consumer group a non-empty classic group would become (mixed groups override
+        this; here: refused)."""
+        raise self._classic_upgrade_refused(group_id)
+
+    def _finish_upgrade(self, group: ConsumerGroup, now: float) -> None:
+        """Apply the conversion :meth:`_upgraded` prepared."""
+
+    def _consumer_fence_hook(
+        self, group: ConsumerGroup, members: Sequence[ConsumerGroupMember], now: float
+    ) -> bool:
+        """Fencing ``members`` converts the group instead (True: done; mixed groups)."""
+        return False
 
     def _classic_upgrade_refused(self, group_id: str) -> Refused:
         """A consumer-protocol member joining a non-empty classic group (the online upgrade)."""
@@ -641,9 +665,20 @@ class ConsumerGroupRequests(RebalanceCore):
         else:
             self._consumer_timers.cancel(key)
 
-    def _schedule_session(self, group_id: str, member_id: str, now: float) -> None:
-        deadline = now + self._session_ms(group_id) / 1000
+    def _schedule_session(
+        self, group_id: str, member_id: str, now: float, session_ms: int | None = None
+    ) -> None:
+        """A member's session, the group's (or a classic member's own) from ``now``."""
+        deadline = (
+            now + (session_ms if session_ms is not None else self._session_ms(group_id)) / 1000
+        )
         self._consumer_timers.schedule(("session", group_id, member_id), deadline)
+
+    def _forget_consumer_group(self, group_id: str) -> None:
+        del self._consumer_groups[group_id]
+        self._regex_pending.discard(group_id)
+        for key in [k for k in self._consumer_timers.live if k[1] == group_id]:
+            self._consumer_timers.cancel(key)
 
     # ================================================================ leaving
 
@@ -680,13 +715,17 @@ class ConsumerGroupRequests(RebalanceCore):
                     member_id=member.member_id,
                     member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                 )
-        self._fence(group, [member])
+        self._fence(group, [member], now)
         return answer
 
-    def _fence(self, group: ConsumerGroup, members: Sequence[ConsumerGroupMember]) -> None:
+    def _fence(
+        self, group: ConsumerGroup, members: Sequence[ConsumerGroupMember], now: float
+    ) -> None:
         """``consumerGroupFenceMembers``: remove them (with their target and any regex only
-        they used) and bump the group epoch."""
+        they used) and bump the group epoch, unless the group becomes a classic one."""
         if not members:
+            return
+        if self._consumer_fence_hook(group, members, now):
             return
         regexes = Counter(m.subscribed_topic_regex for m in members if m.subscribed_topic_regex)
         for regex, count in regexes.items():
@@ -694,19 +733,19 @@ class ConsumerGroupRequests(RebalanceCore):
                 group.resolved_regexes.pop(regex, None)
         for member in members:
             group.remove_member(member.member_id)
-            for kind in ("session", "rebalance"):
+            for kind in ("session", "rebalance", "join", "sync"):
                 self._consumer_timers.cancel((kind, group.group_id, member.member_id))
         group.group_epoch += 1
         group.metadata_hash = self._fingerprint(group.subscribed_topics())
 
-    def _fence_by_timer(self, group_id: str, member_id: str, epoch: int | None) -> None:
+    def _fence_by_timer(self, group_id: str, member_id: str, epoch: int | None, now: float) -> None:
         group = self._consumer_groups.get(group_id)
         member = None if group is None else group.members.get(member_id)
         if group is None or member is None:
             return
         if epoch is not None and member.member_epoch != epoch:
             return  # it moved on from the epoch it had to leave in time
-        self._fence(group, [member])
+        self._fence(group, [member], now)
 
     # ================================================================ timers
 
@@ -725,10 +764,11 @@ class ConsumerGroupRequests(RebalanceCore):
     def _run_consumer_timers(self, now: float) -> None:
         while (due := self._consumer_timers.pop_due(now)) is not None:
             (kind, group_id, member_id), payload = due
-            if kind == "session":
-                self._fence_by_timer(group_id, member_id, None)
+            if kind in ("session", "join", "sync"):
+                # A silent member; a classic member told to rejoin, or to sync, in vain.
+                self._fence_by_timer(group_id, member_id, None, now)
             elif kind == "rebalance":
-                self._fence_by_timer(group_id, member_id, payload)
+                self._fence_by_timer(group_id, member_id, payload, now)
             elif kind == "regex":
                 self._resolve_regexes(group_id, now)
 
@@ -760,7 +800,7 @@ class ConsumerGroupRequests(RebalanceCore):
             group.metadata_refresh = False
 
 
-def _kafka_uuid() -> str:
+def kafka_uuid() -> str:
     """``Uuid.randomUuid().toString()``: 16 random bytes in URL-safe base64, unpadded, never
     starting with ``-``."""
     while True:

@@ -199,14 +199,17 @@ class GroupCoordinator(ConsumerGroupAdmin, MemberRequests):
         """Handle a SyncGroup; ``respond`` is called once, now or when the leader's assignment
         arrives (``handleSyncGroup``)."""
         self._run_timers(now)
-        self._sync(request, now, respond)
+        if not self._consumer_sync(request, now, respond):  # a consumer group's member?
+            self._sync(request, now, respond)
         self._run_timers(now)
         self._flush()
 
     def heartbeat(self, request: HeartbeatRequestData, now: float) -> HeartbeatResponseData:
         """``handleHeartbeat``: refreshes the session of a valid member."""
         self._run_timers(now)
-        code = self._heartbeat(request, now)
+        code = self._consumer_classic_heartbeat(request, now)  # a consumer group's member?
+        if code is None:
+            code = self._heartbeat(request, now)
         self._run_timers(now)
         self._flush()
         return HeartbeatResponseData(error_code=code)
@@ -214,7 +217,7 @@ class GroupCoordinator(ConsumerGroupAdmin, MemberRequests):
     def leave_group(self, request: LeaveGroupRequestData, now: float) -> LeaveGroupResponseData:
         """``handleLeaveGroup``: per-member results (v3+ batch; KIP-345 leave by instance id)."""
         self._run_timers(now)
-        response = self._leave(request, now)
+        response = self._consumer_classic_leave(request, now) or self._leave(request, now)
         self._run_timers(now)
         self._flush()
         return response
