@@ -16,7 +16,7 @@ stays at its epoch (``UNREVOKED_PARTITIONS``) until its heartbeat no longer repo
 partitions, then takes the next epoch. So a partition reaches its new owner only after its old
 owner acknowledged the revocation.
 
-Topic ids are :class:`uuid.UUID`; an assignment maps a topic id to a frozenset of partitions.
+Topic ids are ``uuid.UUID``; an assignment maps a topic id to a frozenset of partitions.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class ClassicMemberMetadata:
 @dataclass(frozen=True, slots=True, eq=True)
 class ConsumerGroupMember:
     """One member of a consumer group, Kafka's ``ConsumerGroupMember``: replaced whole with
-    :func:`dataclasses.replace`, compared by value (a changed record is what Kafka persists).
+    ``dataclasses.replace``, compared by value (a changed record is what Kafka persists).
 
     ``subscribed_topic_regex`` is ``""`` when there is none (Kafka's default).
     ``classic`` is set for a member that joined with JoinGroup (a mixed group)."""

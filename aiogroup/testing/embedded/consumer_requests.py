@@ -5,7 +5,7 @@ ConsumerGroupDescribe, rule by rule from Kafka 4.1's ``GroupMetadataManager``.
 :class:`~aiogroup.testing.embedded.coordinator.GroupCoordinator`, beside the classic
 :class:`~aiogroup.testing.embedded.member_requests.MemberRequests`: one coordinator, one
 namespace of groups (a group id is a classic group or a consumer group), one store of
-committed offsets, one clock (``now``, seconds) and one :meth:`next_deadline`. Sans-I/O.
+committed offsets, one clock (``now``, seconds) and one ``next_deadline()``. Sans-I/O.
 
 A heartbeat (``consumerGroupHeartbeat``) does three things, as Kafka's does:
 
@@ -14,18 +14,21 @@ A heartbeat (``consumerGroupHeartbeat``) does three things, as Kafka's does:
 2. recomputes the **target assignment** with the group's server assignor
    (:mod:`~aiogroup.testing.embedded.server_assignors`) when the group epoch is past the
    **assignment epoch**;
-3. reconciles this member towards its target (:func:`~aiogroup.testing.embedded.consumer_group.
-   reconcile`): revocations first, at its current **member epoch**; a partition goes to its new
-   owner only once the old owner's heartbeat no longer reports it.
+3. reconciles this member towards its target
+   (:func:`~aiogroup.testing.embedded.consumer_group.reconcile`): revocations first, at its
+   current **member epoch**; a partition goes to its new owner only once the old owner's
+   heartbeat no longer reports it.
 
-Timers (:meth:`next_deadline`): a member's session (``group.consumer.session.timeout.ms``, or
-the group's ``consumer.session.timeout.ms``) restarts with each heartbeat and fences it when it
-lapses; a member asked to revoke has its rebalance timeout to do so, or is fenced; regular
-expressions are resolved against the topics "asynchronously", right after the heartbeat that
-needed it (so that heartbeat's answer does not have them yet, as with Kafka's executor).
+Timers (:meth:`ConsumerGroupRequests.next_deadline`): a member's session
+(``group.consumer.session.timeout.ms``, or the group's ``consumer.session.timeout.ms``)
+restarts with each heartbeat and fences it when it lapses; a member asked to revoke has its
+rebalance timeout to do so, or is fenced; regular expressions are resolved against the topics
+"asynchronously", right after the heartbeat that needed it (so that heartbeat's answer does
+not have them yet, as with Kafka's executor).
 
-The coordinator learns the broker's topics from :meth:`update_topics` (Kafka's metadata image);
-groups subscribed to a topic that changed recompute their assignment at their next heartbeat.
+The coordinator learns the broker's topics from :meth:`ConsumerGroupRequests.update_topics`
+(Kafka's metadata image); groups subscribed to a topic that changed recompute their assignment
+at their next heartbeat.
 """
 
 from __future__ import annotations
@@ -129,8 +132,9 @@ class _GroupConfig:
 
 
 class ConsumerGroupRequests(RebalanceCore):
-    """The consumer-group half of :class:`~aiogroup.testing.embedded.coordinator.
-    GroupCoordinator` (its base class, beside the classic requests)."""
+    """The consumer-group half of
+    :class:`~aiogroup.testing.embedded.coordinator.GroupCoordinator` (its base class, beside
+    the classic requests)."""
 
     _consumer_groups: dict[str, ConsumerGroup]
     _consumer_timers: Deadlines
@@ -750,7 +754,7 @@ class ConsumerGroupRequests(RebalanceCore):
     # ================================================================ timers
 
     def next_deadline(self) -> float | None:
-        """When :meth:`on_timer` must next be called (None: nothing is pending)."""
+        """When ``on_timer`` must next be called (None: nothing is pending)."""
         classic = super().next_deadline()
         consumer = self._consumer_timers.next()
         if classic is None or (consumer is not None and consumer < classic):

@@ -18,7 +18,11 @@ The state machine is :class:`GroupCoordinator`, in three layers: this module's p
 (each request's entry point, offsets, DeleteGroups, failover, inspection) over
 :mod:`~aiogroup.testing.embedded.member_requests` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
 over :mod:`~aiogroup.testing.embedded.rebalance` (the transitions, timers and answer delivery
-they share); the group and its members are :mod:`~aiogroup.testing.embedded.group`'s.
+they share); the group and its members are :mod:`~aiogroup.testing.embedded.group`'s. Beside
+them, KIP-848's consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe, mixed groups)
+are :mod:`~aiogroup.testing.embedded.consumer_admin` over
+:mod:`~aiogroup.testing.embedded.consumer_classic` over
+:mod:`~aiogroup.testing.embedded.consumer_requests`, in the same namespace of groups.
 
 How the server wires it (one coordinator per broker, shared by every connection)::
 
