@@ -110,6 +110,12 @@ SANS_IO = (
     "aiogroup.testing.embedded.coordinator",
     "aiogroup.testing.embedded.group",
     "aiogroup.testing.embedded.hashorder",
+    "aiogroup.testing.embedded.consumer_admin",
+    "aiogroup.testing.embedded.consumer_classic",
+    "aiogroup.testing.embedded.consumer_group",
+    "aiogroup.testing.embedded.consumer_messages",
+    "aiogroup.testing.embedded.consumer_requests",
+    "aiogroup.testing.embedded.server_assignors",
 )
 FORBIDDEN = {"asyncio", "socket", "time", "datetime", "selectors", "threading"}
 
