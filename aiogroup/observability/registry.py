@@ -118,8 +118,9 @@ class PollTimes:
 
 
 class MetricsRegistry:
-    """Every metric of one member and its consumer. A :class:`MetricsSink` for the KIP-429
-    observations of the membership machine (:meth:`observe`); the drivers call the other
+    """Every metric of one member and its consumer. A
+    :class:`~aiogroup.observability.metrics.MetricsSink` for the KIP-429 observations of the
+    membership machine (:meth:`observe`); the drivers call the other
     ``record_*`` methods. ``now`` is the drivers' monotonic clock, in seconds."""
 
     def __init__(self, *, started_at: float | None = None) -> None:
@@ -139,7 +140,8 @@ class MetricsRegistry:
     # -- observations -------------------------------------------------------------------------
 
     def observe(self, name: str, value: float, now: float) -> None:
-        """The membership machine's KIP-429 observations (:class:`MetricsSink`)."""
+        """The membership machine's KIP-429 observations
+        (:class:`~aiogroup.observability.metrics.MetricsSink`)."""
         self.kip429.observe(name, value, now)
 
     def record_commit(self, latency_s: float, now: float) -> None:
