@@ -255,23 +255,26 @@ class KafkaTelemetry(TelemetrySink):
         try:
             while True:
                 if not pending:
-                    await self._wake.wait()
-                    self._wake.clear()
+                    with self._lock:
+                        idle, stopping = not self._buffer, self._stopping
+                    if idle and stopping:
+                        return
+                    if idle:
+                        await self._wake.wait()
+                        self._wake.clear()
                     if self.linger_s and not self._stopping:
                         await asyncio.sleep(self.linger_s)  # let a burst share one request
                     pending = self._take()
-                if self._abandon or (not pending and self._stopping):
+                    if not pending:
+                        continue
+                if self._abandon:
                     return
-                if not pending:
-                    continue
                 pending = await sender.send(pending)
                 with self._lock:
                     self._in_flight = len(pending)
                 if pending:  # a retriable failure: back off, then the same batch first
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._stop_wait(), self.retry_backoff_s)
-                elif self._buffer:
-                    self._wake.set()
         finally:
             await transport.close()
 
