@@ -143,7 +143,7 @@ def test_live_alerts_are_the_batch_audits_violations(replayed: Replay, batch: Pa
     assert replayed.live.wait(lambda live: len(live.alerts) >= len(expected), 120)
     got = sorted((a["group"], a["topic"], a["partition"], a["start"])
                  for a in replayed.live.alerts)
-    assert got == expected
+    assert got == expected, (sorted(set(got) - set(expected)), sorted(set(expected) - set(got)))
     # a 20 ms hand-off skew (planted z-1, E to F) is an overlap, not an alert
     assert any(not v for v in overlaps["violation"])
 

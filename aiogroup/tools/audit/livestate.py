@@ -45,6 +45,17 @@ def _cooperative(event: Mapping[str, Any]) -> bool:
     return "cooperative" in str(event.get("protocol") or "").lower()
 
 
+def _moment(e: Mapping[str, Any]) -> float:
+    """When an event counts (the batch audit's ``t``): an assignment at the start of its
+    callback, a release at its end (never before its start), anything else when written."""
+    kind = e.get("type")
+    if kind == "partitions_assigned" and e.get("started") is not None:
+        return float(e["started"])
+    if kind in _RELEASES and e.get("ended") is not None and e.get("started") is not None:
+        return max(float(e["ended"]), float(e["started"]))
+    return float(e["ts"])
+
+
 def episodes(intervals: Iterable[tuple[str, float, float, Any]]) -> list[dict[str, Any]]:
     """Overlap episodes of one partition's intervals ``(member, start, end, generation)``: a
     sweep over the boundaries, ends before starts at equal times (the batch audit's
@@ -82,7 +93,7 @@ class GroupLive:
     group: str
     #: member -> {"end": last event time, "rebalancing": since (or None), "gen": generation}
     members: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: "topic\tpartition" -> member -> [start, generation, cooperative]
+    #: "topic\tpartition" -> member -> [start, generation, cooperative] (the open intervals)
     owned: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     #: "topic\tpartition" -> closed intervals [member, start, end, generation] still in reach
     closed: dict[str, list[list[Any]]] = field(default_factory=dict)
@@ -112,7 +123,8 @@ class GroupLive:
         rows: list[Row] = []
         touched: set[str] = set()
         ordered = sorted(events, key=lambda e: (str(e["member"]), float(e["ts"]),
-                                                int(e.get("seq") or 0)))
+                                                int(e.get("seq") or 0), _moment(e)))
+        speakers = {str(e["member"]) for e in ordered}
         for e in ordered:
             member = str(e["member"])
             kind = str(e["type"])
@@ -151,6 +163,9 @@ class GroupLive:
                         "generation_id": start_gen, "coop": coop, "start": start, "end": end,
                         "end_kind": _RELEASES[kind], "end_gen": gen,
                         "end_coop": _cooperative(e)}))
+        # an open interval lasts until its member's last event: every member that spoke
+        # extends the episodes of what it owns
+        touched.update(k for k, owners in self.owned.items() if speakers & owners.keys())
         return rows, touched
 
     @staticmethod
@@ -173,9 +188,12 @@ class GroupLive:
     # -- judging ---------------------------------------------------------------------------
 
     def intervals_of(self, key: str) -> list[tuple[str, float, float, Any]]:
-        """The partition's intervals in reach: closed ones, then open ones (ending never)."""
+        """The partition's intervals in reach: closed ones, then open ones, which end at their
+        member's last event so far (as the batch audit ends them: an owner that went silent
+        is not known to own anything after its last word)."""
         out = [(m, s, e, g) for m, s, e, g in self.closed.get(key, [])]
-        out += [(m, s, math.inf, g) for m, (s, g, _) in self.owned.get(key, {}).items()]
+        out += [(m, s, max(s, self.members[m]["end"]), g)
+                for m, (s, g, _) in self.owned.get(key, {}).items()]
         return out
 
     def judge(self, keys: Iterable[str], watermark: float, tolerance: float) -> tuple[
@@ -187,6 +205,7 @@ class GroupLive:
         pending: float | None = None
         for key in sorted(set(keys) | set(self.owned)):
             done = self.alerted.setdefault(key, [])
+            open_now = set(self.owned.get(key, {}))
             for ep in episodes(self.intervals_of(key)):
                 if ep["start"] in done:
                     continue
@@ -197,7 +216,8 @@ class GroupLive:
                     rows.append(("alert", {
                         "topic": topic, "partition": int(partition), "start": ep["start"],
                         "members": ep["members"], "generations": ep["generations"],
-                        "ongoing": ep["end"] == math.inf, "watermark": watermark}))
+                        "ongoing": len(open_now & set(ep["members"])) >= 2,
+                        "watermark": watermark}))
                 elif ep["end"] - ep["start"] > tolerance:
                     due = ep["start"] + tolerance
                     pending = due if pending is None else min(pending, due)
