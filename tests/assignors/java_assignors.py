@@ -49,7 +49,12 @@ class JavaAssignors:
         """Java's plan for one case: ``kind`` is ``range`` or ``sticky`` (the balancer both
         sticky assignors share, before the cooperative adjustment)."""
         lines = [f"CASE {kind}"]
+        # As Java's leader: only the topics some member subscribes to (its sticky assignor
+        # hands out every partition it is given).
+        wanted = {t for s in subscriptions.values() for t in s.topics}
         for topic, n in partitions_per_topic.items():
+            if topic not in wanted or n <= 0:
+                continue
             racks = partition_racks.get(topic, ())
             cells = [
                 ",".join(sorted(racks[p])) if p < len(racks) and racks[p] else "-" for p in range(n)
