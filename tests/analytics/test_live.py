@@ -58,7 +58,7 @@ class Replay:
         """Wait until the ownership query has read every line sent; the last batch id."""
         assert self.live.wait(lambda live: rows_read(live) >= self.sent, 180), (
             rows_read(self.live), self.sent)
-        return self.live.batches[-1].batch_id
+        return int(self.live.batches[-1].batch_id)
 
 
 def _ts(line: bytes) -> float:

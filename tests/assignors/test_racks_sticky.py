@@ -24,7 +24,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from unittest.mock import patch
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -51,7 +51,7 @@ def eager(group: RackGroup, racks: PartitionRacks | None) -> Result:
 
 
 @st.composite
-def owned_groups(draw: st.DrawFn, **kwargs: object) -> RackGroup:
+def owned_groups(draw: st.DrawFn, /, **kwargs: object) -> RackGroup:
     """A rack group whose members may own partitions: nothing, a random valid assignment, or
     the group's own rack-aware assignment with a member gone or added."""
     group: RackGroup = draw(rack_groups(**kwargs))  # type: ignore[arg-type]
@@ -293,7 +293,7 @@ def test_swaps_when_the_flow_is_too_large(group: RackGroup) -> None:
 def cooperative_round(
     assignor: CooperativeStickyAssignor,
     group: RackGroup,
-    owned: Mapping[str, Mapping[str, tuple[int, ...]]],
+    owned: Mapping[str, Mapping[str, Sequence[int]]],
     generation: int,
 ) -> Result:
     subs = {

@@ -61,7 +61,9 @@ def parse_args(argv: Sequence[str], prog: str = "aiogroup analyze") -> argparse.
         description="Audit rebalance telemetry: ownership overlaps, unowned time, moves, latency.",
     )
     p.add_argument("events", nargs="*", help="event files, directories or globs (JSON Lines)")
-    live = p.add_argument_group("live (--follow TOPIC): Structured Streaming over a telemetry topic")
+    live = p.add_argument_group(
+        "live (--follow TOPIC): Structured Streaming over a telemetry topic"
+    )
     live.add_argument("--follow", metavar="TOPIC", default=None,
                       help="audit the telemetry topic as events arrive (docs/audit.md, 'Live')")
     live.add_argument("--bootstrap", default=None, metavar="HOST:PORT[,...]",

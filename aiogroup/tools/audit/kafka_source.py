@@ -43,9 +43,9 @@ _ARTIFACT = "spark-sql-kafka-0-10"
 
 def spark_versions() -> tuple[str, str]:
     """The installed PySpark's version and Scala binary version (``("4.2.0", "2.13")``)."""
-    from aiogroup.tools.audit.cluster import spark_home
-
     import pyspark
+
+    from aiogroup.tools.audit.cluster import spark_home
 
     jars = spark_home() / "jars"
     scala = next((m.group(1) for p in sorted(jars.glob("scala-library-*.jar"))
@@ -57,7 +57,8 @@ def spark_versions() -> tuple[str, str]:
 
 def pinned_versions() -> list[str]:
     """Spark versions with a pinned Kafka source."""
-    return sorted(p.stem.removeprefix("spark-sql-kafka-") for p in PINS.glob("spark-sql-kafka-*.txt"))
+    pins = PINS.glob("spark-sql-kafka-*.txt")
+    return sorted(p.stem.removeprefix("spark-sql-kafka-") for p in pins)
 
 
 def _cache() -> Path:

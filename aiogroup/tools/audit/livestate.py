@@ -181,9 +181,10 @@ class GroupLive:
         state = e.get("state") if kind == "state" else None
         if kind in _SETTLED or state == "stable":
             info["rebalancing"] = None
-        elif kind in ("joined", *_RELEASES) or (state is not None and state != "stable"):
-            if info["rebalancing"] is None:
-                info["rebalancing"] = float(e.get("started") or ts) if kind in _RELEASES else ts
+        elif info["rebalancing"] is None and (
+            kind in ("joined", *_RELEASES) or (state is not None and state != "stable")
+        ):
+            info["rebalancing"] = float(e.get("started") or ts) if kind in _RELEASES else ts
 
     # -- judging ---------------------------------------------------------------------------
 
