@@ -227,7 +227,7 @@ async def test_a_topic_that_does_not_exist_yet_gives_nothing_until_it_does(
 ) -> None:
     topic = unique("t")
     tp = TP(topic, 0)
-    async with assigned(kafka_broker, None, metadata_max_age_ms=500) as c:
+    async with assigned(kafka_broker, None) as c:
         c.assign([tp])
         assert await c.getmany(timeout_ms=1000) == {}  # no error: Java's behaviour
         make_topic(kafka_broker, topic, 1)
