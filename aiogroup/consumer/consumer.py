@@ -41,7 +41,7 @@ from aiogroup.consumer.errors import (
     PollIntervalExceededError,
 )
 from aiogroup.consumer.fetcher import Fetcher
-from aiogroup.consumer.hooks import Hooks
+from aiogroup.consumer.hooks import Hooks, poll_watchdog
 from aiogroup.consumer.manual import ManualAssignment
 from aiogroup.consumer.meters import ConsumerMeters
 from aiogroup.consumer.offsets import OffsetAndTimestamp, list_offsets, offset_of
@@ -249,7 +249,7 @@ class Consumer:
         self._context.copy().run(self._fetcher.start)
         if self._topics is not None or self._pattern is not None:
             await self._member.subscribe(self._topics, pattern=self._pattern)
-        self._spawn(self._poll_watchdog(), "aiogroup-poll-watchdog")
+        self._spawn(poll_watchdog(self), "aiogroup-poll-watchdog")
         if self._auto_commit:
             self._spawn(self._auto_commit_loop(), "aiogroup-auto-commit")
         return self
@@ -944,33 +944,6 @@ class Consumer:
             if assignment:
                 with contextlib.suppress(RebalanceInProgressError):
                     await self._commit_quietly(assignment, "on its interval")
-
-    async def _poll_watchdog(self) -> None:
-        """KIP-62: leave the group when the application stops asking for records."""
-        loop = asyncio.get_running_loop()
-        while not self._closed:
-            due = self._last_poll + self._max_poll_interval
-            now = loop.time()
-            if now < due or self._polling:
-                await asyncio.sleep(max(due - now, self._max_poll_interval / 10))  # a timer
-                continue
-            if (
-                self._left_for_poll is None
-                and not self._member.handing_off  # leaving already
-                and (self._topics is not None or self._pattern is not None)
-            ):
-                reason = (
-                    f"the application did not ask for records for {self._max_poll_interval:g} s "
-                    f"(max_poll_interval_ms); the member left the group and its partitions were "
-                    f"reported lost; the next getmany()/getone() rejoins"
-                )
-                log.warning("consumer of group %s: %s", self.group_id, reason)
-                self._left_for_poll = reason
-                try:
-                    await self._member.leave_group("consumer poll timeout has expired")
-                except AiogroupError as exc:
-                    log.info("leaving after the poll timeout failed: %s", exc)
-            await asyncio.sleep(self._max_poll_interval / 10)  # wait for the next poll
 
     async def _rejoin(self) -> None:
         """The next poll after a poll-timeout leave: subscribe again."""

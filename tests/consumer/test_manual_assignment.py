@@ -86,7 +86,8 @@ async def test_assign_reads_without_any_group_traffic(kafka_broker: BrokerHandle
         records = await read_until(c, lambda rs: len(rs) >= 50)
         assert by_partition(records) == {p0: list(range(30)), p1: list(range(20))}
         assert await c.position(p0) == 30 and c.highwater(p1) == 20
-        assert await c.end_offsets([p0, p2]) == {p0: 30, p2: 10}
+        if kafka_broker.kind != "tansu":  # Tansu's ListOffsets(latest) is off (docs/consumer.md)
+            assert await c.end_offsets([p0, p2]) == {p0: 30, p2: 10}
         c.seek(p1, 18)
         assert [(r.partition, r.offset) for r in await read_until(c, lambda rs: len(rs) >= 2)] == [
             (1, 18),
