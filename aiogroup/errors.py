@@ -11,7 +11,9 @@ Only these types escape aiogroup's public calls (plus ``asyncio.CancelledError``
     │   └── InvalidFieldError       a value no writer may produce (bad length, bad UTF-8, ...)
     ├── ConfigurationError          a setup the library refuses at construction
     ├── LocalProtocolError          our own code misused a state machine (a bug, or API misuse)
-    │   └── NotSubscribedError      a call that needs a subscription, on a member with none
+    │   ├── NotSubscribedError      a call that needs a subscription, on a member with none
+    │   └── IllegalStateError       a call the consumer's mode forbids (Java's
+    │                               IllegalStateException): subscribe() with assign(), ...
     ├── RemoteProtocolError         a peer or broker broke the protocol
     ├── CallbackError               reserved base for listener failures (the original is the cause)
     ├── AuthenticationError         TLS or SASL refused: fix the configuration, retrying cannot help
@@ -43,6 +45,7 @@ Besides, by where a user meets them (all importable from here and from ``aiogrou
 
     AiogroupError
     ├── ConfigurationError
+    │   ├── GroupIdRequiredError        commit/committed/subscribe on a consumer without group_id
     │   ├── UnknownAssignorError        no assignor under that name
     │   └── UnsupportedApiVersionError  the broker speaks none of the versions we do
     ├── LocalProtocolError
@@ -90,9 +93,11 @@ __all__ = [
     "FencedInstanceIdError",
     "FencedMemberEpochError",
     "GroupAuthorizationFailedError",
+    "GroupIdRequiredError",
     "GroupMaxSizeReachedError",
     "IllegalGenerationError",
     "IllegalSaslStateError",
+    "IllegalStateError",
     "InconsistentGroupProtocolError",
     "InvalidFieldError",
     "InvalidRegularExpressionError",
@@ -168,6 +173,19 @@ class LocalProtocolError(AiogroupError):
 class NotSubscribedError(LocalProtocolError):
     """The call needs a subscription (topics or a pattern) and the member has none; the Java
     consumer raises "Consumer is not subscribed to any topics" in the same place."""
+
+
+class IllegalStateError(LocalProtocolError):
+    """The call does not fit what the consumer is doing now, where Java's consumer throws
+    ``IllegalStateException``: ``subscribe()`` on a consumer with a manual assignment, or
+    ``assign()`` on a subscribed one (they are mutually exclusive until ``unsubscribe()``),
+    and ``enforce_rebalance()`` on a consumer that is in no group."""
+
+
+class GroupIdRequiredError(ConfigurationError):
+    """The call needs a consumer group and the consumer was built without one
+    (``group_id=None``): commits, ``committed()`` and subscriptions; Java's
+    ``InvalidGroupIdException``. Give ``Consumer(bootstrap, "my-group", ...)``."""
 
 
 class RemoteProtocolError(AiogroupError):

@@ -528,6 +528,14 @@ class GroupMember:
         application stopped polling). Subscribe again to rejoin."""
         await self._call_event(ev.UnsubscribeRequested(lost=True, reason=reason))
 
+    async def enforce_rebalance(self, reason: str | None = None) -> None:
+        """Rejoin now (Java's ``enforceRebalance``); ``reason`` goes in the JoinGroup (KIP-800,
+        v8+). The consumer protocol (KIP-848) has no such call: a warning, as Java's."""
+        if self.config.group_protocol == "consumer":
+            log.warning("enforce_rebalance: not supported by the consumer group protocol; ignored")
+            return
+        await self._call_event(ev.RejoinRequested(reason or "rebalance enforced by user"))
+
     def raise_errors(self) -> None:
         """Raise the first pending callback error (then forget it), or the fatal error."""
         self._raise_pending()

@@ -41,8 +41,10 @@ from aiogroup.consumer.errors import (
     PollIntervalExceededError,
 )
 from aiogroup.consumer.fetcher import Fetcher
-from aiogroup.consumer.hooks import Hooks
+from aiogroup.consumer.hooks import Hooks, poll_watchdog
+from aiogroup.consumer.manual import ManualAssignment
 from aiogroup.consumer.meters import ConsumerMeters
+from aiogroup.consumer.offsets import OffsetAndTimestamp, list_offsets, offset_of
 from aiogroup.consumer.records import ConsumerRecord, Deserializer
 from aiogroup.consumer.state import ConsumerState, FetchConfig
 from aiogroup.consumer.wire import DataPlane, ListedOffset
@@ -50,6 +52,7 @@ from aiogroup.errors import (
     AiogroupError,
     CommitFailedError,
     ConfigurationError,
+    GroupIdRequiredError,
     LocalProtocolError,
     RebalanceInProgressError,
 )
@@ -66,26 +69,6 @@ Partitions = frozenset[TopicPartition]
 _UNLIMITED = 2**31 - 1
 #: Records handed out between two yields to the event loop when records are buffered.
 _YIELD_EVERY = 256
-
-
-class OffsetAndTimestamp(tuple[int, int]):
-    """``offsets_for_times`` answer: the first offset at or after the timestamp, and its time."""
-
-    __slots__ = ()
-
-    def __new__(cls, offset: int, timestamp: int) -> OffsetAndTimestamp:
-        return tuple.__new__(cls, (offset, timestamp))
-
-    @property
-    def offset(self) -> int:
-        return self[0]
-
-    @property
-    def timestamp(self) -> int:
-        return self[1]
-
-    def __repr__(self) -> str:
-        return f"OffsetAndTimestamp(offset={self[0]}, timestamp={self[1]})"
 
 
 class Consumer:
@@ -105,7 +88,7 @@ class Consumer:
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str],
-        group_id: str,
+        group_id: str | None,
         *,
         topics: Iterable[str] | None = None,
         pattern: str | re.Pattern[str] | None = None,
@@ -154,6 +137,11 @@ class Consumer:
             raise ConfigurationError("give topics or pattern, not both")
         if isinstance(topics, str):
             raise ConfigurationError("topics must be a list of names, not one string")
+        if group_id is None and (topics is not None or pattern is not None):
+            raise GroupIdRequiredError(
+                "topics and pattern need a consumer group: give a group_id, or assign() "
+                "partitions to a consumer without one"
+            )
         # Every option checked once, before anything is built (aiogroup.config).
         config = self.config = ConsumerConfig(
             session_timeout_ms=session_timeout_ms,
@@ -185,7 +173,7 @@ class Consumer:
         check_subscription(config, assignors, pattern)
         self._state = ConsumerState(FetchConfig.of(config))
         self.group_id = group_id
-        self._auto_commit = config.enable_auto_commit
+        self._auto_commit = config.enable_auto_commit and group_id is not None
         self._auto_commit_interval = config.auto_commit_interval_ms / 1000
         self._max_poll_interval = config.max_poll_interval_ms / 1000
         self._max_poll_records = config.max_poll_records or _UNLIMITED
@@ -198,7 +186,7 @@ class Consumer:
         self._pattern: str | None = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
         self._member = GroupMember(
             bootstrap_servers,
-            group_id,
+            group_id or "<no group>",  # never sent: without a group it joins and commits nothing
             assignors=assignors,
             listener=self._hooks,
             config=config,
@@ -208,12 +196,14 @@ class Consumer:
             offsets_source=self,
             **client_options,
         )
+        self._manual = ManualAssignment(self._member, group_id)
         registry = self._member.metrics_registry  # one registry: the member's and ours
         self._meters = ConsumerMeters(self._state, registry)
         self._polls = self._meters.polls
+        self._plane = DataPlane(self._member.transport, client_rack=client_rack)
         self._fetcher = Fetcher(
             self._state,
-            DataPlane(self._member.transport, client_rack=client_rack),
+            self._plane,
             self._lookup_committed,
             retry_backoff_ms=config.retry_backoff_ms,
             metadata_max_age_ms=config.metadata_max_age_ms,
@@ -259,7 +249,7 @@ class Consumer:
         self._context.copy().run(self._fetcher.start)
         if self._topics is not None or self._pattern is not None:
             await self._member.subscribe(self._topics, pattern=self._pattern)
-        self._spawn(self._poll_watchdog(), "aiogroup-poll-watchdog")
+        self._spawn(poll_watchdog(self), "aiogroup-poll-watchdog")
         if self._auto_commit:
             self._spawn(self._auto_commit_loop(), "aiogroup-auto-commit")
         return self
@@ -318,6 +308,8 @@ class Consumer:
             await self._member.wait_closed(limit)
         self._closed = True
         self._release()  # closing: what was handed out is processed
+        if self._auto_commit and self._manual.partitions:  # as Java's close, for assign()
+            await self._commit_quietly(self._manual.partitions, "on close")
         for task in list(self._tasks):
             task.cancel()
         if self._control is not None and not self._control.done():
@@ -441,7 +433,7 @@ class Consumer:
                 records = state.collect(
                     limit,
                     loop.time(),
-                    allowed=member.assignment,
+                    allowed=self._owned(),
                     partitions=wanted,
                     key_deserializer=self._key_deserializer,
                     value_deserializer=self._value_deserializer,
@@ -562,16 +554,16 @@ class Consumer:
             self._ensure_open(self._revoking or None)
             self._raise_errors()
             self._release()  # committing what was consumed: it is processed
-            owned = self._member.assignment | self._revoking
+            owned = self._owned() | self._revoking
             to_commit = {tp: o for tp, o in self._state.positions().items() if tp in owned}
         else:
-            to_commit = {tp: _offset_of(tp, value) for tp, value in offsets.items()}
+            to_commit = {tp: offset_of(tp, value) for tp, value in offsets.items()}
             self._ensure_open(to_commit)
             self._raise_errors()
         if not to_commit:
             return
         try:
-            await self._member.commit(to_commit)
+            await self._send_commit(to_commit)
         except CommitFailedError as exc:
             if self._left_for_poll is not None and not isinstance(exc, PollIntervalExceededError):
                 raise PollIntervalExceededError(self._left_for_poll) from exc
@@ -583,13 +575,21 @@ class Consumer:
     async def committed(self, partition: TopicPartition) -> int | None:
         """The committed offset of ``partition`` (None if nothing is committed)."""
         self._ensure_open((partition,))
+        self._manual.require_group("committed()")
         result = await self._member.committed([partition])
         return result.get(partition)
 
     async def _lookup_committed(
         self, partitions: Sequence[TopicPartition]
     ) -> Mapping[TopicPartition, int | None]:
-        return await self._member.committed(partitions)
+        return await self._manual.committed(partitions)
+
+    async def _send_commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """To the member (a generation's commit) or as a simple member (manual assignment)."""
+        if self._manual.active or self.group_id is None:
+            await self._manual.commit(offsets, self._request_timeout)
+        else:
+            await self._member.commit(offsets)
 
     async def position(self, partition: TopicPartition) -> int:
         """The offset of the next record to be returned for ``partition`` (waits until the
@@ -612,7 +612,7 @@ class Consumer:
     async def _stopped_position(self, partition: TopicPartition) -> int:
         """The position of a partition being revoked before any was known: the committed
         offset, else what ``auto_offset_reset`` gives (kept, so a commit can use it)."""
-        committed = (await self._member.committed([partition])).get(partition)
+        committed = (await self._manual.committed([partition])).get(partition)
         if committed is not None:
             offset = committed
         else:
@@ -649,7 +649,7 @@ class Consumer:
         self, partitions: Sequence[TopicPartition], how: Literal["earliest", "latest", "committed"]
     ) -> bool:
         self._ensure_open()
-        targets = list(partitions) or sorted(self._member.assignment)
+        targets = list(partitions) or sorted(self._owned())
         for tp in targets:
             self._checked(tp)
         for tp in targets:
@@ -723,34 +723,14 @@ class Consumer:
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, ListedOffset]:
         self._ensure_open(timestamps)
-        plane = self._fetcher._plane
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._request_timeout
-        pending = dict(timestamps)
-        result: dict[TopicPartition, ListedOffset] = {}
-        isolation = 1 if self._state.config.read_committed else 0
-        while pending:
-            view = await asyncio.wait_for(
-                plane.metadata({tp.topic for tp in pending}), self._request_timeout
-            )
-            by_node: dict[int, dict[TopicPartition, int]] = {}
-            for tp, ts in pending.items():
-                leader = view.leaders.get(tp)
-                if leader is not None:
-                    by_node.setdefault(leader[0], {})[tp] = ts
-            for node, part in by_node.items():
-                offsets, errors = await plane.list_offsets(node, part, isolation_level=isolation)
-                result.update(offsets)
-                for tp in offsets:
-                    pending.pop(tp, None)
-                for tp, code in errors.items():
-                    if code not in (3, 5, 6, 74, 75, 78):
-                        raise _list_error(tp, code)
-            if pending:
-                if loop.time() >= deadline:
-                    raise TimeoutError(f"no offsets for {sorted(pending)} in time")
-                await asyncio.sleep(self._state.config.retry_backoff_ms / 1000)  # backoff
-        return result
+        config = self._state.config
+        return await list_offsets(
+            self._plane,
+            timestamps,
+            read_committed=config.read_committed,
+            request_timeout=self._request_timeout,
+            retry_backoff=config.retry_backoff_ms / 1000,
+        )
 
     # ------------------------------------------------------------------ flow control
 
@@ -768,8 +748,13 @@ class Consumer:
         return set(self._state.paused())
 
     def assignment(self) -> set[TopicPartition]:
-        """The partitions this consumer may read now (not those being revoked, KAFKA-14196)."""
-        return set(self._member.assignment)
+        """The partitions this consumer may read now: those given to :meth:`assign`, or the
+        group's assignment less those being revoked (KAFKA-14196)."""
+        return set(self._owned())
+
+    def _owned(self) -> Partitions:
+        manual = self._manual.partitions
+        return self._member.assignment if manual is None else manual
 
     # ------------------------------------------------------------------ subscription
 
@@ -785,6 +770,7 @@ class Consumer:
         before :meth:`start`."""
         if self._closed:
             raise ConsumerStoppedError("the consumer is closed")
+        self._manual.check_subscribe()
         topic_list = [topics] if isinstance(topics, str) else list(topics)
         if bool(topic_list) == (pattern is not None):
             raise ConfigurationError("subscribe needs topics or pattern (exactly one)")
@@ -802,12 +788,51 @@ class Consumer:
         return self._member.subscription
 
     def unsubscribe(self) -> None:
-        """Commit (auto-commit), revoke everything and leave the group (KIP-70)."""
+        """Commit (auto-commit), revoke everything and leave the group (KIP-70); or drop the
+        manual assignment (as ``assign([])``)."""
         self._ensure_open()
+        if self._manual.active:
+            self.assign([])
+            return
         self._topics = None
         self._pattern = None
         if self._started:
             self._run_control(self._member.unsubscribe)
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly ``partitions``, without a group (Java's and aiokafka's ``assign``):
+        no coordinator, no rebalances, no listener. Replaces the previous manual set (kept
+        partitions keep their positions; dropped ones are committed with auto-commit and
+        forgotten); ``assign([])`` unassigns. Positions start at the group's committed
+        offsets when ``group_id`` is given, else at ``auto_offset_reset``. A topic that does
+        not exist yet gives no records until it does. Raises
+        :class:`~aiogroup.errors.IllegalStateError` on a subscribed consumer."""
+        if self._closed:
+            raise ConsumerStoppedError("the consumer is closed")
+        self._manual.check_assign(self._topics is not None or self._pattern is not None)
+        added, removed = self._manual.assign(partitions)
+        if removed:
+            offsets = self._state.offsets_to_commit(removed, in_hand=self._in_hand)
+            if self._auto_commit and self._started and offsets:  # Java commits before, async
+                self._spawn(self._commit_quietly(removed, "on assign", offsets), "aiogroup-commit")
+            self._state.stop(removed)
+            self._state.remove(removed)
+            self._meters.forget(removed)
+            for tp in removed:
+                self._in_hand.pop(tp, None)
+        self._state.add(added)
+        self._fetcher.wake()
+        self._wake_pollers()
+
+    def enforce_rebalance(self, reason: str | None = None) -> None:
+        """Make the member rejoin its group now (Java's ``enforceRebalance``): one new
+        generation; ``reason`` reaches the coordinator in JoinGroup v8+ (KIP-800). Returns at
+        once. Under ``group_protocol="consumer"`` (KIP-848) it does nothing but log a warning,
+        as Java's consumer does. Raises :class:`~aiogroup.errors.IllegalStateError` for a
+        consumer with a manual assignment or without a group."""
+        self._manual.check_rebalance()
+        self._ensure_open()
+        self._run_control(lambda: self._member.enforce_rebalance(reason))
 
     def _run_control(self, call: Any) -> None:
         previous = self._control
@@ -851,13 +876,20 @@ class Consumer:
     def offsets_committed(self, offsets: Mapping[TopicPartition, int]) -> None:
         self._state.mark_committed(offsets)
 
-    async def _commit_quietly(self, partitions: Iterable[TopicPartition], why: str) -> None:
-        """Auto-commit the processed positions of ``partitions``; failures are logged."""
-        offsets = self._state.offsets_to_commit(partitions, in_hand=self._in_hand)
+    async def _commit_quietly(
+        self,
+        partitions: Iterable[TopicPartition],
+        why: str,
+        offsets: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
+        """Auto-commit the processed positions of ``partitions`` (or ``offsets``, taken before
+        they were dropped); failures are logged."""
+        if offsets is None:
+            offsets = self._state.offsets_to_commit(partitions, in_hand=self._in_hand)
         if not offsets:
             return
         try:
-            await self._member.commit(offsets)
+            await self._send_commit(offsets)
         except asyncio.CancelledError:
             raise
         except AiogroupError as exc:
@@ -905,39 +937,13 @@ class Consumer:
         while not self._closed:
             await asyncio.sleep(max(0.0, next_at - loop.time()))  # a periodic timer
             next_at = loop.time() + self._auto_commit_interval
-            if self._member.state is not MemberState.STABLE:
+            manual = self._manual.active
+            if not manual and self._member.state is not MemberState.STABLE:
                 continue  # the rebalance commits before it revokes; try again next interval
-            assignment = self._member.assignment
+            assignment = self._owned()
             if assignment:
                 with contextlib.suppress(RebalanceInProgressError):
                     await self._commit_quietly(assignment, "on its interval")
-
-    async def _poll_watchdog(self) -> None:
-        """KIP-62: leave the group when the application stops asking for records."""
-        loop = asyncio.get_running_loop()
-        while not self._closed:
-            due = self._last_poll + self._max_poll_interval
-            now = loop.time()
-            if now < due or self._polling:
-                await asyncio.sleep(max(due - now, self._max_poll_interval / 10))  # a timer
-                continue
-            if (
-                self._left_for_poll is None
-                and not self._member.handing_off  # leaving already
-                and (self._topics is not None or self._pattern is not None)
-            ):
-                reason = (
-                    f"the application did not ask for records for {self._max_poll_interval:g} s "
-                    f"(max_poll_interval_ms); the member left the group and its partitions were "
-                    f"reported lost; the next getmany()/getone() rejoins"
-                )
-                log.warning("consumer of group %s: %s", self.group_id, reason)
-                self._left_for_poll = reason
-                try:
-                    await self._member.leave_group("consumer poll timeout has expired")
-                except AiogroupError as exc:
-                    log.info("leaving after the poll timeout failed: %s", exc)
-            await asyncio.sleep(self._max_poll_interval / 10)  # wait for the next poll
 
     async def _rejoin(self) -> None:
         """The next poll after a poll-timeout leave: subscribe again."""
@@ -964,21 +970,3 @@ class Consumer:
             first, self._errors = self._errors[0], []
             raise first
         self._member.raise_errors()
-
-
-def _offset_of(tp: TopicPartition, value: Any) -> int:
-    if isinstance(value, int):
-        return value
-    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], int):
-        if value[1]:
-            raise ConfigurationError(
-                f"commit metadata is not supported ({tp}: {value[1]!r}); commit plain offsets"
-            )
-        return value[0]
-    raise ConfigurationError(f"commit offset for {tp} must be an int, not {value!r}")
-
-
-def _list_error(tp: TopicPartition, code: int) -> AiogroupError:
-    from aiogroup.errors import error_for_code
-
-    return error_for_code(code, f"ListOffsets for {tp} failed with error {code}")

@@ -1,19 +1,26 @@
-"""The rebalance listener a Consumer gives its member: the consumer's bookkeeping around the
-user's callbacks (KAFKA-14196: fetching of revoked partitions stops before the callback; with
-auto-commit their processed positions are committed first, KIP-70; lost partitions are dropped
-without a commit; assigned ones are tracked before the callback, so it may seek)."""
+"""What the group does to a Consumer: the rebalance listener it gives its member, the
+consumer's bookkeeping around the user's callbacks (KAFKA-14196: fetching of revoked partitions
+stops before the callback; with auto-commit their processed positions are committed first,
+KIP-70; lost partitions are dropped without a commit; assigned ones are tracked before the
+callback, so it may seek), and the KIP-62 watchdog that leaves the group when the application
+stops asking for records."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import logging
 from typing import TYPE_CHECKING, Any
 
+from aiogroup.errors import AiogroupError
 from aiogroup.protocol.types import TopicPartition
 
 if TYPE_CHECKING:
     from aiogroup.consumer.consumer import Consumer
 
-__all__ = ["Hooks"]
+__all__ = ["Hooks", "poll_watchdog"]
+
+log = logging.getLogger("aiogroup.consumer")
 
 Partitions = frozenset[TopicPartition]
 
@@ -73,3 +80,31 @@ class Hooks:
             await self._user("on_partitions_assigned", partitions)
         finally:
             consumer._fetcher.wake()
+
+
+async def poll_watchdog(consumer: Consumer) -> None:
+    """KIP-62: leave the group when the application stops asking for records."""
+    loop = asyncio.get_running_loop()
+    while not consumer._closed:
+        due = consumer._last_poll + consumer._max_poll_interval
+        now = loop.time()
+        if now < due or consumer._polling:
+            await asyncio.sleep(max(due - now, consumer._max_poll_interval / 10))  # a timer
+            continue
+        if (
+            consumer._left_for_poll is None
+            and not consumer._member.handing_off  # leaving already
+            and (consumer._topics is not None or consumer._pattern is not None)
+        ):
+            reason = (
+                f"the application did not ask for records for {consumer._max_poll_interval:g} s "
+                f"(max_poll_interval_ms); the member left the group and its partitions were "
+                f"reported lost; the next getmany()/getone() rejoins"
+            )
+            log.warning("consumer of group %s: %s", consumer.group_id, reason)
+            consumer._left_for_poll = reason
+            try:
+                await consumer._member.leave_group("consumer poll timeout has expired")
+            except AiogroupError as exc:
+                log.info("leaving after the poll timeout failed: %s", exc)
+        await asyncio.sleep(consumer._max_poll_interval / 10)  # wait for the next poll

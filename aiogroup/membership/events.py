@@ -34,6 +34,7 @@ __all__ = [
     "JoinGroupMember",
     "LeaveGroupCompleted",
     "MetadataUpdated",
+    "RejoinRequested",
     "SubscriptionChanged",
     "SyncGroupCompleted",
     "SyncGroupFailed",
@@ -72,6 +73,16 @@ class UnsubscribeRequested(Event):
     """
 
     lost: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RejoinRequested(Event):
+    """The user asked for a rebalance (Java's ``enforceRebalance``): the member rejoins with
+    JoinGroup, ``reason`` in it (KIP-800, JoinGroup v8+). A member subscribed to nothing, or
+    leaving, ignores it; one already rebalancing rejoins once more after this round, as Java's
+    ``requestRejoin`` does."""
+
     reason: str = ""
 
 

@@ -800,6 +800,13 @@ class MembershipMachine:
         if self._state in IDLE:
             self._advance(now, out)
 
+    def _on_rejoin_requested(self, e: ev.RejoinRequested, now: float, out: Out) -> None:
+        if not self.has_subscription or self._state in QUIET or self._leaving.hand_off:
+            return  # nothing to rejoin (unsubscribed, leaving, closed or failed)
+        self._request_rejoin(e.reason or "rebalance enforced by user")
+        if self._state in IDLE:
+            self._advance(now, out)
+
     def _on_unsubscribe(self, e: ev.UnsubscribeRequested, now: float, out: Out) -> None:
         if self._state is S.LEAVING:
             return
@@ -1136,6 +1143,7 @@ M = MembershipMachine
 _HANDLERS: dict[type[ev.Event], Callable[[MembershipMachine, Any, float, Out], None]] = {
     ev.SubscriptionChanged: M._on_subscription_changed,
     ev.UnsubscribeRequested: M._on_unsubscribe,
+    ev.RejoinRequested: M._on_rejoin_requested,
     ev.CloseRequested: M._on_close,
     ev.MetadataUpdated: M._on_metadata,
     ev.CoordinatorLost: M._on_coordinator_lost,

@@ -95,6 +95,7 @@ _LIVE = frozenset(S) - {S.CLOSED, S.FATAL}
 ACCEPTED_EVENTS: dict[type[ev.Event], frozenset[MemberState]] = {
     ev.SubscriptionChanged: _LIVE - {S.LEAVING},
     ev.UnsubscribeRequested: _LIVE,
+    ev.RejoinRequested: frozenset(S),  # ignored where there is nothing to rejoin
     ev.CloseRequested: frozenset(S),
     ev.MetadataUpdated: frozenset(S),
     ev.CoordinatorLost: frozenset(S),

@@ -76,7 +76,7 @@ class KafkaConsumerInstruments(Members):
             for member in self.members():
                 attributes: dict[str, str] = {
                     "messaging.system": "kafka",
-                    "messaging.consumer.group.name": member.group_id,
+                    "messaging.consumer.group.name": member.group_id or "",
                     "messaging.client.id": member.client_id,
                 }
                 if info.scope == "partition":

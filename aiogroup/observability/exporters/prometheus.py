@@ -73,7 +73,7 @@ class KafkaConsumerCollector(Members):
         families = self._families()
         for source in self.members():
             snapshot = source.metrics
-            labels = [source.client_id, source.group_id]
+            labels = [source.client_id, source.group_id or ""]
             for info, family in families.items():
                 if info.scope == "partition":
                     for tp, got in partition_values(source, info.name):

@@ -52,6 +52,7 @@ import functools
 import itertools
 import logging
 import ssl
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -160,6 +161,10 @@ class EmbeddedBroker:
         self._conn_ids = itertools.count(1)
         self._group_event = asyncio.Event()
         self._started_once = False
+        #: Requests received, by ``(client id, API name)``, and the ``(group id, reason)`` of
+        #: each JoinGroup that gave one (KIP-800): what a test checks a client sent, or never.
+        self.requests: Counter[tuple[str, str]] = Counter()
+        self.join_reasons: list[tuple[str, str]] = []
         # The request handlers, by API family; each reads the broker's settings as it answers.
         self._driver = CoordinatorDriver(self.coordinator, on_change=self._changed)
         self._data = DataApis(self, on_change=self._changed)
@@ -519,6 +524,9 @@ class EmbeddedBroker:
                 request.api_version,
                 request.body,
             )
+        self.requests[conn.client_id, request.api_name] += 1
+        if request.api_key == 11 and getattr(request.body, "reason", None):
+            self.join_reasons.append((request.body.group_id, request.body.reason))
         rule = self.faults.take(request.api_key, conn.client_id, frozenset(conn.member_ids))
         values: Values | Never | None
         if rule is not None and rule.action == "fail" and request.api_key in GROUP_APIS:
