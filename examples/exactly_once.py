@@ -128,6 +128,7 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
         args.bootstrap,
         f"{args.group}-{args.name}",
         transaction_timeout_ms=args.transaction_timeout_ms,
+        batch_records=args.batch_records,
     )
     await producer.start()
     await consumer.start()
@@ -156,6 +157,8 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--name", required=True, help="this process's name (its transactional id)")
     p.add_argument("--events", type=Path, default=None)
     p.add_argument("--max-records", type=int, default=200)
+    p.add_argument("--batch-records", type=int, default=1_000,
+                   help="records per partition buffered before a Produce within a transaction")
     p.add_argument("--session-ms", type=int, default=10_000)
     p.add_argument("--heartbeat-ms", type=int, default=1_000)
     p.add_argument("--transaction-timeout-ms", type=int, default=60_000)
