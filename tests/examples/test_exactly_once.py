@@ -14,12 +14,14 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from aiogroup import Consumer, TopicPartition
+from aiogroup.config import IsolationLevel
 from aiogroup.testing.fixtures import apache_kafka4  # noqa: F401 - the session fixture, by name
 from aiogroup.testing.launchers.kafka import KafkaBroker
 from tests.consumer.helpers import produce, unique, wait_for
@@ -99,7 +101,7 @@ class Workers:
 class OutputReader:
     """Reads the output topic in the background (``isolation_level``), keeping every value."""
 
-    def __init__(self, bootstrap: str, topic: str, isolation_level: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, isolation_level: IsolationLevel) -> None:
         self.consumer = Consumer(
             bootstrap, unique("reader"), topics=[topic], auto_offset_reset="earliest",
             isolation_level=isolation_level, enable_auto_commit=False, fetch_max_wait_ms=100,
@@ -151,6 +153,9 @@ async def test_every_input_record_is_output_exactly_once_through_kills_and_a_zom
     def output_count() -> int:
         return len(committed.values)
 
+    def reached(target: int) -> bool:
+        return output_count() >= target
+
     try:
         for name in names:
             workers.start(name)
@@ -165,15 +170,16 @@ async def test_every_input_record_is_output_exactly_once_through_kills_and_a_zom
             expected += [value(p, i).upper() for p in range(INPUT_PARTITIONS) for i in range(per)]
             if wave == zombie_wave:
                 others_target = len(expected) - per
-                zombie, paused_at = await pause_a_zombie(
-                    workers, names, lambda t=others_target: output_count() >= t
-                )
+
+                def others_done(target: int = others_target) -> bool:
+                    return output_count() >= target
+
+                zombie, paused_at = await pause_a_zombie(workers, names, others_done)
                 continue
             # A SIGKILL at a random point of this wave's processing, then a restart.
             victim = rng.choice(names)
             target = len(expected) - PER_WAVE + rng.randrange(0, PER_WAVE)
-            await wait_for(lambda t=target: output_count() >= t, BOUND_S,
-                           f"output reaching {target}")  # fmt: skip
+            await wait_for(partial(reached, target), BOUND_S, f"output reaching {target}")
             workers.kill_and_restart(victim)
         await wait_for(lambda: len(set(committed.values)) >= len(expected), BOUND_S,
                        "every record in the output")  # fmt: skip
