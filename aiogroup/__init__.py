@@ -16,8 +16,9 @@ _moved.install()  # modules that moved stay importable under their old names for
 if TYPE_CHECKING:
     from aiogroup.client import GroupMember, RebalanceOutcome
     from aiogroup.config import ConsumerConfig, GroupConfig
-    from aiogroup.consumer import Consumer, ConsumerRecord
+    from aiogroup.consumer import Consumer, ConsumerGroupMetadata, ConsumerRecord
     from aiogroup.errors import *  # noqa: F403 - every error is importable from here
+    from aiogroup.producer import TransactionalProducer
     from aiogroup.protocol.types import Assignment, Subscription, TopicPartition
 
 __version__ = "0.1.0"
@@ -26,33 +27,39 @@ __version__ = "0.1.0"
 _ERRORS = (
     "AiogroupError", "AssignorError", "AssignorInputError", "AuthenticationError",
     "BrokerUnreachableError", "CallbackError", "CodecError", "CommitFailedError",
-    "ConfigurationError", "ConsumerStoppedError", "CoordinatorLoadInProgressError",
-    "CoordinatorNotAvailableError", "CoordinatorUnreachableError", "CorruptRecordError",
-    "FencedInstanceIdError", "FencedMemberEpochError", "GroupAuthorizationFailedError",
-    "GroupIdRequiredError", "GroupMaxSizeReachedError", "IllegalGenerationError",
-    "IllegalSaslStateError", "IllegalStateError",
-    "InconsistentGroupProtocolError", "InvalidFieldError", "InvalidRegularExpressionError",
+    "ConcurrentTransactionsError", "ConfigurationError", "ConsumerFencedError",
+    "ConsumerStoppedError", "CoordinatorLoadInProgressError", "CoordinatorNotAvailableError",
+    "CoordinatorUnreachableError", "CorruptRecordError", "FencedInstanceIdError",
+    "FencedMemberEpochError", "GroupAuthorizationFailedError", "GroupIdRequiredError",
+    "GroupMaxSizeReachedError", "IllegalGenerationError", "IllegalSaslStateError",
+    "IllegalStateError", "InconsistentGroupProtocolError", "InvalidFieldError",
+    "InvalidProducerEpochError", "InvalidRegularExpressionError", "InvalidTxnStateError",
     "KafkaError", "LocalProtocolError", "MemberClosedError", "MemberIdRequiredError",
     "NoOffsetForPartitionError", "NotCoordinatorError", "NotSubscribedError",
     "OffsetOutOfRangeError", "PartitionNotAssignedError", "PollIntervalExceededError",
-    "RebalanceCallbackError", "RebalanceInProgressError", "RecordDeserializationError",
-    "RecordError", "RemoteProtocolError", "RetriableError", "SaslAuthenticationError",
-    "SslAuthenticationError", "StaleMemberEpochError", "TopicAuthorizationFailedError",
-    "TruncatedError", "UnknownAssignorError", "UnknownMemberIdError",
-    "UnreleasedInstanceIdError", "UnsupportedApiVersionError", "UnsupportedAssignorError",
-    "UnsupportedCodecError", "UnsupportedSaslMechanismError",
+    "ProducerFencedError", "RebalanceCallbackError", "RebalanceInProgressError",
+    "RecordDeserializationError", "RecordError", "RemoteProtocolError", "RetriableError",
+    "SaslAuthenticationError", "SslAuthenticationError", "StaleMemberEpochError",
+    "TopicAuthorizationFailedError", "TransactionAbortableError",
+    "TransactionCoordinatorFencedError", "TransactionFailedError",
+    "TransactionalIdAuthorizationFailedError", "TruncatedError", "UnknownAssignorError",
+    "UnknownMemberIdError", "UnreleasedInstanceIdError", "UnstableOffsetCommitError",
+    "UnsupportedApiVersionError", "UnsupportedAssignorError", "UnsupportedCodecError",
+    "UnsupportedSaslMechanismError",
 )  # fmt: skip
 
 __all__ = [
     "Assignment",
     "Consumer",
     "ConsumerConfig",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "GroupConfig",
     "GroupMember",
     "RebalanceOutcome",
     "Subscription",
     "TopicPartition",
+    "TransactionalProducer",
     "__version__",
     *_ERRORS,
 ]
@@ -64,6 +71,8 @@ _WHERE = {
     "GroupConfig": "aiogroup.config",
     "Consumer": "aiogroup.consumer",
     "ConsumerRecord": "aiogroup.consumer",
+    "ConsumerGroupMetadata": "aiogroup.consumer",
+    "TransactionalProducer": "aiogroup.producer",
     "Assignment": "aiogroup.protocol.types",
     "Subscription": "aiogroup.protocol.types",
     "TopicPartition": "aiogroup.protocol.types",

@@ -38,7 +38,14 @@ Only these types escape aiogroup's public calls (plus ``asyncio.CancelledError``
         ├── InconsistentGroupProtocolError (23)
         ├── CommitFailedError        a commit the group can no longer accept
         │   ├── PartitionNotAssignedError  offsets of a partition this member does not own
-        │   └── PollIntervalExceededError  the member left: max_poll_interval_ms passed (KIP-62)
+        │   ├── PollIntervalExceededError  the member left: max_poll_interval_ms passed (KIP-62)
+        │   └── ConsumerFencedError  TxnOffsetCommit from a member no longer in the group (KIP-447)
+        ├── transactions (aiogroup.producer, KIP-98/KIP-447):
+        │   ProducerFencedError (90), its subclass InvalidProducerEpochError (47),
+        │   TransactionCoordinatorFencedError (52), InvalidTxnStateError (48),
+        │   TransactionalIdAuthorizationFailedError (53), TransactionAbortableError (120),
+        │   ConcurrentTransactionsError (51, retriable), UnstableOffsetCommitError (88,
+        │   retriable: OffsetFetch waits for a pending transaction), TransactionFailedError
         └── ...                      every other code maps to KafkaError with its code
 
 Besides, by where a user meets them (all importable from here and from ``aiogroup``)::
@@ -84,7 +91,9 @@ __all__ = [
     "CallbackError",
     "CodecError",
     "CommitFailedError",
+    "ConcurrentTransactionsError",
     "ConfigurationError",
+    "ConsumerFencedError",
     "ConsumerStoppedError",
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
@@ -100,7 +109,9 @@ __all__ = [
     "IllegalStateError",
     "InconsistentGroupProtocolError",
     "InvalidFieldError",
+    "InvalidProducerEpochError",
     "InvalidRegularExpressionError",
+    "InvalidTxnStateError",
     "KafkaError",
     "LocalProtocolError",
     "MemberClosedError",
@@ -111,6 +122,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "PartitionNotAssignedError",
     "PollIntervalExceededError",
+    "ProducerFencedError",
     "RebalanceCallbackError",
     "RebalanceInProgressError",
     "RecordDeserializationError",
@@ -121,10 +133,15 @@ __all__ = [
     "SslAuthenticationError",
     "StaleMemberEpochError",
     "TopicAuthorizationFailedError",
+    "TransactionAbortableError",
+    "TransactionCoordinatorFencedError",
+    "TransactionFailedError",
+    "TransactionalIdAuthorizationFailedError",
     "TruncatedError",
     "UnknownAssignorError",
     "UnknownMemberIdError",
     "UnreleasedInstanceIdError",
+    "UnstableOffsetCommitError",
     "UnsupportedApiVersionError",
     "UnsupportedAssignorError",
     "UnsupportedCodecError",
@@ -363,6 +380,78 @@ class PollIntervalExceededError(CommitFailedError):
     """The application did not ask for records within ``max_poll_interval_ms``, so the member
     left the group (KIP-62, as Java's consumer does); its partitions were reported lost. The
     next ``getmany``/``getone`` rejoins."""
+
+
+class ConsumerFencedError(CommitFailedError):
+    """A TxnOffsetCommit refused because the consumer named in it is no longer the owner:
+    ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID (KIP-447; ``error_code`` says
+    which). The consumer lost its partitions in a rebalance (it was paused, or too slow), so
+    another member may be processing them: ``abort_transaction()`` and go on with what the
+    consumer is assigned now. The producer stays usable."""
+
+
+# -- transactions (aiogroup.producer.TransactionalProducer) ------------------------------------
+
+
+class ProducerFencedError(KafkaError):
+    """PRODUCER_FENCED: another producer started with the same ``transactional_id`` (a newer
+    epoch), so this one is a zombie. Fatal for this producer: ``close()`` it. Whatever its
+    open transaction wrote is aborted by the coordinator."""
+
+    code = 90
+
+
+class InvalidProducerEpochError(ProducerFencedError):
+    """INVALID_PRODUCER_EPOCH: what brokers before KIP-588 answer a fenced producer (and
+    Produce still does): handled as :class:`ProducerFencedError`."""
+
+    code = 47
+
+
+class UnstableOffsetCommitError(RetriableError):
+    """UNSTABLE_OFFSET_COMMIT: an OffsetFetch (require_stable, KIP-447) found offsets that a
+    transaction still pending commits; retried until the transaction completes."""
+
+    code = 88
+
+
+class InvalidTxnStateError(KafkaError):
+    """INVALID_TXN_STATE: the coordinator's transaction is not in a state that allows the
+    request (the producer and the coordinator disagree): fatal for the producer."""
+
+    code = 48
+
+
+class ConcurrentTransactionsError(RetriableError):
+    """CONCURRENT_TRANSACTIONS: the coordinator is still completing the previous transaction
+    of this transactional id; retried with backoff by the producer."""
+
+    code = 51
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """TRANSACTION_COORDINATOR_FENCED: a newer transaction coordinator took over; fatal."""
+
+    code = 52
+
+
+class TransactionalIdAuthorizationFailedError(KafkaError):
+    """The principal may not use this ``transactional_id``: grant it (fatal)."""
+
+    code = 53
+
+
+class TransactionAbortableError(KafkaError):
+    """TRANSACTION_ABORTABLE (KIP-890): the transaction cannot commit; abort it and go on."""
+
+    code = 120
+
+
+class TransactionFailedError(AiogroupError):
+    """The open transaction cannot be committed any more (a Produce or an offset commit in it
+    failed for good, ``__cause__`` says why): ``abort_transaction()``, then go on. Raised by
+    ``send``, ``send_offsets_to_transaction`` and ``commit_transaction`` of a transaction in
+    that state."""
 
 
 class BrokerUnreachableError(RetriableError):

@@ -19,10 +19,12 @@ from aiogroup.consumer.errors import (
     TopicAuthorizationFailedError,
     UnsupportedCodecError,
 )
+from aiogroup.consumer.group_metadata import ConsumerGroupMetadata
 from aiogroup.consumer.records import ConsumerRecord
 
 __all__ = [
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "ConsumerStoppedError",
     "CorruptRecordError",

@@ -41,6 +41,7 @@ from aiogroup.consumer.errors import (
     PollIntervalExceededError,
 )
 from aiogroup.consumer.fetcher import Fetcher
+from aiogroup.consumer.group_metadata import ConsumerGroupMetadata, group_metadata_of
 from aiogroup.consumer.hooks import Hooks, poll_watchdog
 from aiogroup.consumer.manual import ManualAssignment
 from aiogroup.consumer.meters import ConsumerMeters
@@ -855,6 +856,13 @@ class Consumer:
     def member(self) -> GroupMember:
         """The group member underneath (generation, member id, rebalance outcomes)."""
         return self._member
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Group, generation (KIP-848: member epoch), member id and instance id now, for
+        ``TransactionalProducer.send_offsets_to_transaction`` (KIP-447; docs/exactly-once.md).
+        A consumer without a group id has none (``GroupIdRequiredError``, as Java's)."""
+        self._manual.require_group("group_metadata()")
+        return group_metadata_of(self._member)
 
     async def topics(self) -> set[str]:
         """Every topic the cluster has."""

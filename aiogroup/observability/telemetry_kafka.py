@@ -21,10 +21,10 @@ broker refuses for good (too large, not authorised) is dropped and counted the s
 **Produced with aiogroup's own wire code.** Requests go through the group member's transport
 (:class:`aiogroup.client.transport.Transport`: aiokafka's connections, TLS and SASL, versions
 negotiated per connection) and leaders come from the consumer's metadata request
-(:class:`aiogroup.consumer.wire.DataPlane`); record batches are built by aiokafka's
-``DefaultRecordBatchBuilder`` (magic v2), the counterpart of the ``MemoryRecords`` reader the
-consumer uses. One request is in flight at a time and a failed batch is retried before any
-later event, so each partition keeps the order of the events.
+(:class:`aiogroup.consumer.wire.DataPlane`); record batches are built by the library's one
+encoder, :func:`aiogroup.protocol.record_batch.encode_batch` (magic v2, aiokafka's builder).
+One request is in flight at a time and a failed batch is retried before any later event,
+so each partition keeps the order of the events.
 
 Usage::
 
@@ -51,11 +51,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka.partitioner import murmur2
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from aiogroup.errors import AiogroupError
 from aiogroup.observability.telemetry import Clock, TelemetrySink
+from aiogroup.protocol.record_batch import BatchRecord, encode_batch
 
 __all__ = ["PRODUCE_VERSIONS", "KafkaTelemetry", "record_key"]
 
@@ -419,10 +419,4 @@ class _Sender:
 
 def _batch_bytes(records: list[_Record]) -> bytes:
     """One v2 record batch (no compression, not idempotent) of ``records``."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1,
-        base_sequence=-1, batch_size=1 << 30,
-    )
-    for offset, r in enumerate(records):
-        builder.append(offset, timestamp=r.timestamp_ms, key=r.key, value=r.value, headers=[])
-    return bytes(builder.build())
+    return encode_batch([BatchRecord(r.key, r.value, r.timestamp_ms) for r in records])
