@@ -141,6 +141,7 @@ class GroupMember:
         client_id: str = GROUP_DEFAULTS.client_id,
         group_protocol: GroupProtocol = GROUP_DEFAULTS.group_protocol,
         group_remote_assignor: str | None = GROUP_DEFAULTS.group_remote_assignor,
+        hand_off_marks: bool = GROUP_DEFAULTS.hand_off_marks,
         config: GroupConfig | None = None,
         transport: Transport | None = None,
         telemetry: Any = None,
@@ -167,6 +168,7 @@ class GroupMember:
             rack_id=rack_id,
             group_protocol=group_protocol,
             group_remote_assignor=group_remote_assignor,
+            hand_off_marks=hand_off_marks,
         )
         if config is None:
             config = options

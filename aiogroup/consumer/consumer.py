@@ -190,6 +190,7 @@ class Consumer:
         client_rack: str | None = DEFAULTS.rack_id,
         group_protocol: GroupProtocol = DEFAULTS.group_protocol,
         group_remote_assignor: str | None = DEFAULTS.group_remote_assignor,
+        hand_off_marks: bool = DEFAULTS.hand_off_marks,
         telemetry: Any = None,
         metrics: MetricsSink | None = None,
         **client_options: Any,
@@ -233,6 +234,7 @@ class Consumer:
             hand_off_on_close=hand_off_on_close,
             group_protocol=group_protocol,
             group_remote_assignor=group_remote_assignor,
+            hand_off_marks=hand_off_marks,
         )
         check_subscription(config, assignors, pattern)
         self._state = ConsumerState(FetchConfig.of(config))

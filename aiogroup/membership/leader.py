@@ -113,12 +113,17 @@ class Leadership:
     before every member still in it has surely received its assignment (a member that does not
     sync or heartbeat is expired within its session timeout; one that does not sync within the
     rebalance timeout, KAFKA-12890): the larger of the session and rebalance timeouts. Seconds.
+    ``marks``: put :data:`HAND_OFF_AWARE` and :data:`FOLLOW_UP` into cooperative assignments.
+    Without them a cooperative assignment carries no user data: Kafka 4.x converts a classic
+    group to a consumer group (KIP-848's online upgrade) only when no member's assignment
+    carries any ("userData from a custom assignor would be lost").
     """
 
     __slots__ = (
         "group_topics",
         "handover_wait",
         "last_plan",
+        "marks",
         "members",
         "receipt_wait",
         "round",
@@ -128,9 +133,10 @@ class Leadership:
         "undecodable_members",
     )
 
-    def __init__(self, *, handover_wait: float, receipt_wait: float) -> None:
+    def __init__(self, *, handover_wait: float, receipt_wait: float, marks: bool = True) -> None:
         self.handover_wait = handover_wait
         self.receipt_wait = receipt_wait
+        self.marks = marks
         #: The members of the JoinGroup answer being assigned.
         self.members: Sequence[JoinGroupMember] = ()
         #: Their decoded subscriptions (the undecodable ones left out).
@@ -220,6 +226,7 @@ class Leadership:
         )
         if cooperative:
             self._remember(generation_id, assignments, claimed, partitions_per_topic)
+        if cooperative and self.marks:
             follow_up = len(all_members) <= FOLLOW_UP_MAX_MEMBERS and self.follow_up_coming(
                 generation_id
             )

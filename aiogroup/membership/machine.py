@@ -166,6 +166,7 @@ class MembershipMachine:
         self._leader = Leadership(
             handover_wait=config.session_timeout_ms / 1000,
             receipt_wait=max(config.session_timeout_ms, config.rebalance_timeout_ms) / 1000,
+            marks=config.hand_off_marks,
         )
         self._leaving = Leaving()
         self._commits = Commits()

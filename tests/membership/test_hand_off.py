@@ -19,6 +19,7 @@ from aiogroup.membership import (
     JoinGroupFailed,
     LeaveGroupCompleted,
     MemberState,
+    MembershipMachine,
     MetadataUpdated,
     RequestMetadata,
     SendHeartbeat,
@@ -27,6 +28,8 @@ from aiogroup.membership import (
     SendSyncGroup,
     SyncGroupCompleted,
 )
+from aiogroup.config import GroupConfig
+from aiogroup.membership.config import MemberConfig
 from aiogroup.membership.leader import FOLLOW_UP, HAND_OFF_AWARE
 from aiogroup.protocol import (
     Assignment,
@@ -36,7 +39,7 @@ from aiogroup.protocol import (
 )
 from aiogroup.protocol.types import group_by_topic
 
-from .helpers import EagerFixed, Script, leader_join, member, tps
+from .helpers import EagerFixed, FixedAssignor, Script, leader_join, member, tps
 from .test_machine import (
     EAGER,
     _md,
@@ -311,3 +314,19 @@ def test_a_leader_change_before_the_hand_off_join_turns_it_into_a_plain_leave() 
     assert not s.has(SendJoinGroup)
     assert s.finish_callbacks().revoked == tps("t-0", "t-1")
     _finish_leave(s)
+
+
+def test_a_leader_told_not_to_mark_writes_no_assignment_user_data() -> None:
+    """``hand_off_marks=False`` reaches the leader's SyncGroup from the driver's options: no
+    assignment carries user data (Kafka 4.x refuses to convert a classic group to the consumer
+    protocol while one does), and the leader still withholds what moves (KIP-429 2d)."""
+    assignor = FixedAssignor({"m1": tps("t-0", "t-1"), "m2": tps("t-2")})
+    cfg = MemberConfig.of(GroupConfig(hand_off_marks=False), group_id="g", assignors=[assignor],
+                          enable_auto_commit=False)  # fmt: skip
+    s = Script(MembershipMachine(cfg))
+    s.start()
+    leader_join(s, {"m1": _md(["t"]), "m2": _md(["t"], {"t": (0, 2)})}, generation_id=2)
+    s.feed(MetadataUpdated({"t": 3}))
+    sync = s.take(SendSyncGroup)
+    assert _sync_assignments(sync) == {"m1": tps("t-1"), "m2": tps("t-2")}  # t-0 withheld
+    assert {decode_assignment(b).user_data for _, b in sync.assignments} == {None}

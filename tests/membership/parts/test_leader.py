@@ -195,3 +195,15 @@ def test_marks() -> None:
     assert leader_marks(marked["a"].user_data) == {HAND_OFF_AWARE, FOLLOW_UP}
     assert leader_marks(b"aiogroup:hand-off/1 aiogroup:later/9") >= {HAND_OFF_AWARE}
     assert leader_marks(b"theirs") == frozenset() and leader_marks(None) == frozenset()
+
+
+def test_without_marks_a_cooperative_round_carries_no_user_data() -> None:
+    """``hand_off_marks=False``: the same withholding round, and every assignment without user
+    data, as Kafka 4.x needs to convert the group to the consumer protocol (KIP-848)."""
+    ld = Leadership(handover_wait=HANDOVER, receipt_wait=RECEIPT, marks=False)
+    ld.joined(members({"a": ((0,), 0), "b": ((), -1)}))
+    got = decoded(ld.plan(FixedAssignor({"b": tps("t-0"), "a": tps("t-1")}), 1, META,
+                          cooperative=True))  # fmt: skip
+    assert owned(got["a"]) == tps("t-1") and owned(got["b"]) == frozenset()  # t-0 withheld
+    assert ld.round is not None and ld.follow_up_coming(1)  # remembered all the same
+    assert {a.user_data for a in got.values()} == {None}
