@@ -40,6 +40,7 @@ from typing import Any
 
 from aiogroup.assignors.base import RebalanceProtocol
 from aiogroup.errors import AiogroupError, CodecError, error_for_code
+from aiogroup.migration import CLASSIC, MEMBER_TYPES, migration_status
 from aiogroup.protocol import decode_assignment, decode_subscription, generation_from_user_data
 from aiogroup.protocol.types import (
     NO_GENERATION,
@@ -136,6 +137,22 @@ class MemberDescription:
     problem: str | None = None
     #: A consumer-protocol member's epoch (KIP-848; None in a classic group).
     member_epoch: int | None = None
+    #: The protocol the member speaks: "classic" or "consumer" (KIP-848's mixed groups:
+    #: ConsumerGroupDescribe v1's MemberType, KIP-1099); None when the broker does not say.
+    member_type: str | None = None
+    #: A consumer group member's target assignment (KIP-848): what the broker is moving it to.
+    target: Partitions | None = None
+    #: The user data of the member's assignment in a classic group (None: none). Kafka 4.x
+    #: refuses to convert a classic group to the consumer protocol while any member has some.
+    assignment_user_data: bytes | None = None
+
+    @property
+    def pending_revocation(self) -> Partitions:
+        """Partitions a consumer group member still owns that its target no longer has: it
+        has yet to revoke them (KIP-848's reconciliation)."""
+        if self.assignment is None or self.target is None:
+            return frozenset()
+        return self.assignment - self.target
 
     @property
     def owned(self) -> Partitions | None:
@@ -250,6 +267,7 @@ class GroupDescription:
 def _decode_member(raw: RawMember, stable: bool) -> MemberDescription:
     subscription: Subscription | None = None
     assignment: Partitions | None = None
+    user_data: bytes | None = None
     problems: list[str] = []
     if raw.metadata and raw.metadata == raw.assignment:
         pass  # KAFKA-9150: the broker sent the assignment as metadata; the metadata is unknown
@@ -262,6 +280,7 @@ def _decode_member(raw: RawMember, stable: bool) -> MemberDescription:
         try:
             decoded = decode_assignment(raw.assignment)
             assignment = frozenset(to_topic_partitions(decoded.partitions))
+            user_data = decoded.user_data or None
         except CodecError as exc:
             problems.append(f"assignment undecodable: {exc}")
     elif stable and raw.metadata:
@@ -274,6 +293,8 @@ def _decode_member(raw: RawMember, stable: bool) -> MemberDescription:
         subscription=subscription,
         assignment=assignment,
         problem="; ".join(problems) or None,
+        member_type=CLASSIC,  # DescribeGroups lists a classic group's members
+        assignment_user_data=user_data,
     )
 
 
@@ -311,17 +332,21 @@ def parse_group(
 GROUP_ID_NOT_FOUND = 69
 
 
+def _consumer_partitions(assignment: Any) -> Partitions:
+    return frozenset(
+        TopicPartition(str(tp.topic_name), int(p))
+        for tp in (assignment.topic_partitions if assignment is not None else ())
+        for p in tp.partitions
+    )
+
+
 def parse_consumer_group(
     group: Any, *, api_version: int = -1, coordinator: str = ""
 ) -> GroupDescription:
     """Decode one ConsumerGroupDescribe group (KIP-848; pure: no I/O)."""
     members = []
     for m in group.members or ():
-        assigned = frozenset(
-            TopicPartition(str(tp.topic_name), int(p))
-            for tp in (m.assignment.topic_partitions if m.assignment is not None else ())
-            for p in tp.partitions
-        )
+        assigned = _consumer_partitions(m.assignment)
         topics = sorted(str(t) for t in (m.subscribed_topic_names or ()))
         members.append(
             MemberDescription(
@@ -332,6 +357,8 @@ def parse_consumer_group(
                 subscription=Subscription(topics),
                 assignment=assigned,
                 member_epoch=int(m.member_epoch),
+                member_type=MEMBER_TYPES.get(int(getattr(m, "member_type", -1))),
+                target=_consumer_partitions(m.target_assignment),
             )
         )
     return GroupDescription(
@@ -358,6 +385,9 @@ class Step(enum.Enum):
     UNKNOWN = "unknown"
     #: A KIP-848 consumer group: the broker assigns and members reconcile; no eager step.
     CONSUMER = "consumer"
+    #: A KIP-848 consumer group some of whose members still speak the classic protocol
+    #: (an online migration under way, docs/migration.md).
+    MIXED = "mixed"
     #: The group's protocol is eager (range, ...): every member runs EAGER. Members may already
     #: offer cooperative-sticky (bounce 1 under way); from outside the two look the same.
     EAGER = "eager"
@@ -375,6 +405,8 @@ STEP_TEXT = {
     Step.VOTE_MOVED: "the vote has moved: cooperative protocol, some members still EAGER",
     Step.COOPERATIVE: "cooperative",
     Step.CONSUMER: "the consumer protocol (KIP-848): the broker assigns, members reconcile",
+    Step.MIXED: "a consumer group with classic members (KIP-848's online migration): the broker "
+                "assigns every member",
 }
 
 
@@ -457,8 +489,9 @@ def member_mode(
 
 
 def _assess_consumer_group(group: GroupDescription, expected: int | None) -> Assessment:
-    """A KIP-848 group: safe to bounce the next member once it is Stable, every member has
-    reconciled to the group's epoch, and every partition is assigned once."""
+    """A KIP-848 group, classic members or not: safe to bounce the next member once it is
+    Stable, every member has reconciled to the group's epoch (nothing left to revoke or to
+    receive), and every partition is assigned once."""
     reasons: list[str] = []
     if not group.stable:
         reasons.append(f"the group is {group.state}: the broker is assigning or members are "
@@ -467,6 +500,15 @@ def _assess_consumer_group(group: GroupDescription, expected: int | None) -> Ass
                     if m.member_epoch is not None and m.member_epoch != group.group_epoch)
     if behind:
         reasons.append(f"not reconciled to epoch {group.group_epoch} yet: {', '.join(behind)}")
+    revoking = [f"{m.client_id or m.member_id} {format_partitions(m.pending_revocation)}"
+                for m in group.members if m.pending_revocation]
+    if revoking:
+        reasons.append(f"still to revoke: {'; '.join(revoking)}")
+    awaiting = [f"{m.client_id or m.member_id} {format_partitions(m.target - m.assignment)}"
+                for m in group.members
+                if m.target is not None and m.assignment is not None and m.target - m.assignment]
+    if awaiting:
+        reasons.append(f"still to receive: {'; '.join(awaiting)}")
     counts: Counter[TopicPartition] = Counter()
     for m in group.members:
         counts.update(m.assignment or ())
@@ -479,10 +521,14 @@ def _assess_consumer_group(group: GroupDescription, expected: int | None) -> Ass
     if expected is not None and len(group.members) < expected:
         reasons.append(f"{len(group.members)} of {expected} members: a bounced member has not "
                        "rejoined yet")
+    mixed = any(m.member_type == CLASSIC for m in group.members)
+    advice = ("the broker assigns (KIP-848): bounce members one at a time, each once the group "
+              "is Stable again")
+    if mixed:
+        advice += "; " + migration_status(group).advice
     return Assessment(
-        Step.CONSUMER, Verdict.WAIT if reasons else Verdict.SAFE, tuple(reasons),
-        "the broker assigns (KIP-848): bounce members one at a time, each once the group is "
-        "Stable again", {}, unassigned=unassigned, doubly_assigned=doubly,
+        Step.MIXED if mixed else Step.CONSUMER, Verdict.WAIT if reasons else Verdict.SAFE,
+        tuple(reasons), advice, {}, unassigned=unassigned, doubly_assigned=doubly,
     )  # fmt: skip
 
 

@@ -35,6 +35,7 @@ from aiogroup.inspector import (
     assess,
     format_partitions,
 )
+from aiogroup.migration import MigrationStatus, Stage, Upgrade, migration_status
 
 __all__ = ["client_options", "main", "render_describe", "snapshot_json"]
 
@@ -179,8 +180,9 @@ def _verdict_text(a: Assessment) -> str:
 
 def render_describe(group: GroupDescription, a: Assessment) -> str:
     """The text ``aiogroup group describe`` prints."""
+    api = "ConsumerGroupDescribe" if group.consumer_protocol else "DescribeGroups"
     where = ", ".join(x for x in (group.coordinator and f"coordinator {group.coordinator}",
-                                  f"DescribeGroups v{group.api_version}") if x)
+                                  f"{api} v{group.api_version}") if x)
     lines = [f"group {group.group_id}  ({where})"]
     rp = group.rebalance_protocol
     protocol = (f"{group.protocol} ({rp.name})" if group.protocol and rp is not None
@@ -195,6 +197,7 @@ def render_describe(group: GroupDescription, a: Assessment) -> str:
         ("members", f"{len(group.members)}; {_assignment_text(group, a)}"),
         ("topics", topics),
         ("step", a.step_text),
+        ("migration", _migration_text(migration_status(group))),
         ("next bounce", _verdict_text(a) + ("" if a.safe else ": " + "; ".join(a.reasons))),
         ("advice", a.advice),
     ]
@@ -214,20 +217,33 @@ def render_describe(group: GroupDescription, a: Assessment) -> str:
     return "\n".join(lines)
 
 
+def _migration_text(status: MigrationStatus) -> str:
+    """Where the group stands between the classic and the consumer protocol (KIP-848)."""
+    text = status.summary
+    if status.upgrade is Upgrade.BLOCKED:
+        text += ": " + "; ".join(status.blockers)
+    elif status.upgrade is Upgrade.POSSIBLE:
+        text += "; the consumer protocol can take over (online upgrade, Kafka 4.x)"
+    return text
+
+
 def _member_table(group: GroupDescription, a: Assessment) -> str:
     head: tuple[str, ...] = ("CLIENT ID", "MEMBER ID", "HOST", "INSTANCE", "PROTOCOL", "SUB",
                              "HELD GEN", "OWNED AT JOIN", "ASSIGNED")
     rows: list[tuple[str, ...]] = []
     if group.consumer_protocol:
-        head = ("CLIENT ID", "MEMBER ID", "HOST", "INSTANCE", "EPOCH", "SUBSCRIBED", "ASSIGNED")
+        head = ("CLIENT ID", "MEMBER ID", "HOST", "INSTANCE", "SPEAKS", "EPOCH", "SUBSCRIBED",
+                "ASSIGNED", "TO REVOKE")
         rows = [(
             m.client_id or "-",
             m.member_id if len(m.member_id) <= 24 else m.member_id[:23] + "…",
             m.client_host or "-",
             m.group_instance_id or "-",
+            m.member_type or "?",
             "-" if m.member_epoch is None else str(m.member_epoch),
             ",".join(m.subscription.topics) if m.subscription is not None else "-",
             format_partitions(m.assignment),
+            format_partitions(m.pending_revocation),
         ) for m in group.members]  # fmt: skip
     for m in group.members if not group.consumer_protocol else ():
         sub = m.subscription
@@ -254,6 +270,7 @@ def snapshot_json(group: GroupDescription, a: Assessment, **extra: Any) -> dict[
     """The ``--json`` form of one snapshot."""
     return {
         "group": group.group_id,
+        "group_type": group.group_type,
         "state": group.state,
         "generation": group.generation,
         "protocol_type": group.protocol_type,
@@ -263,6 +280,9 @@ def snapshot_json(group: GroupDescription, a: Assessment, **extra: Any) -> dict[
         "has_metadata": group.has_metadata,
         "metadata_is_assignment": group.metadata_is_assignment,
         "partitions": dict(group.partitions),
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "migration": migration_status(group).as_json(),
         "step": a.step.value,
         "next_bounce": a.verdict.value,
         "reasons": list(a.reasons),
@@ -282,6 +302,11 @@ def snapshot_json(group: GroupDescription, a: Assessment, **extra: Any) -> dict[
                 "topics": list(m.subscription.topics) if m.subscription else None,
                 "owned": _tp_list(m.owned),
                 "assigned": _tp_list(m.assignment),
+                "member_type": m.member_type,
+                "member_epoch": m.member_epoch,
+                "target": _tp_list(m.target),
+                "to_revoke": _tp_list(m.pending_revocation) if m.target is not None else None,
+                "assignment_user_data": m.assignment_user_data is not None,
                 "problem": m.problem,
             }
             for m in group.members
@@ -310,6 +335,12 @@ def _summary_line(group: GroupDescription, a: Assessment, watch: GroupWatch) -> 
         f"{len(group.members)} members"
     gen = group.generation
     protocol = group.protocol or "-"
+    speaking = ""
+    if group.consumer_protocol and group.stable:
+        status = migration_status(group)
+        if status.stage is Stage.MIXED:
+            speaking = (f"{len(status.consumer_members)} consumer + "
+                        f"{len(status.classic_members)} classic")
     eager = a.eager_members
     step = ""
     if watch.upgrading(a):  # upgrade steps only for a group that is (or was) upgrading
@@ -320,10 +351,12 @@ def _summary_line(group: GroupDescription, a: Assessment, watch: GroupWatch) -> 
         verdict += ": " + a.reasons[0]
     parts = [
         time.strftime("%H:%M:%S"),
+        f"{group.group_type:<8}",
         f"{group.state:<19}",
         f"gen {gen:<4}" if gen is not None else "",  # only where the members tell it
         f"{protocol:<18}",
         members,
+        speaking,
         _assignment_text(group, a) if group.stable else "",
         step,
         f"next bounce: {verdict}",
@@ -338,6 +371,11 @@ def _changes(before: GroupDescription | None, after: GroupDescription) -> list[s
     new = {m.member_id: m for m in after.members}
     out = [f"left    {old[m].client_id or '-'} ({m})" for m in sorted(old.keys() - new.keys())]
     out += [f"joined  {new[m].client_id or '-'} ({m})" for m in sorted(new.keys() - old.keys())]
+    if before.group_type != after.group_type and after.members:
+        why = ("a member joined with the consumer protocol (KIP-848 online upgrade)"
+               if after.consumer_protocol else
+               "the last member on the consumer protocol left (KIP-848 online downgrade)")
+        out.append(f"converted: {before.group_type} group -> {after.group_type} group: {why}")
     if before.protocol and after.protocol and before.protocol != after.protocol:
         out.append(f"the vote moved: {before.protocol} -> {after.protocol}")
     return out
@@ -345,10 +383,11 @@ def _changes(before: GroupDescription | None, after: GroupDescription) -> list[s
 
 def _fingerprint(group: GroupDescription, a: Assessment) -> tuple[Any, ...]:
     return (
+        group.group_type,
         group.state,
         group.protocol,
         group.generation,
-        tuple((m.member_id, m.assignment) for m in group.members),
+        tuple((m.member_id, m.member_type, m.assignment) for m in group.members),
         a.step,
         a.verdict,
         a.reasons,
