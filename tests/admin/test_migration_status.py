@@ -205,17 +205,20 @@ def test_a_mixed_group_is_not_safe_until_every_member_has_reconciled(
 
 
 class Replay:
-    """An inspector that answers snapshots from a list (the last one again once it runs out)."""
+    """An inspector that answers snapshots from a list; asked once more, the watch should have
+    stopped: it fails the test rather than loop."""
 
     def __init__(self, snapshots: Sequence[GroupDescription]) -> None:
         self.snapshots: Iterator[GroupDescription] = iter(snapshots)
-        self.last = snapshots[-1]
         self.asked = 0
 
     async def describe(self) -> GroupDescription:
         self.asked += 1
-        self.last = next(self.snapshots, self.last)
-        return self.last
+        snapshot = next(self.snapshots, None)
+        if snapshot is None:
+            raise AssertionError(f"the watch went on after the last of {self.asked - 1} "
+                                 "snapshots")
+        return snapshot
 
 
 UPGRADE = [
