@@ -230,6 +230,8 @@ class StepRecord:
     #: (monotonic) and how long that took.
     began: float
     seconds: float
+    #: What each live member owned once safe (its callbacks agreeing with the broker).
+    owned: Mapping[str, Partitions] = field(default_factory=dict)
 
     @property
     def ended(self) -> float:
@@ -428,7 +430,8 @@ class _Run:
         epoch = group.group_epoch if group.consumer_protocol else group.generation
         record = StepRecord(label, member, group.group_type, status.stage,
                             len(status.consumer_members), len(status.classic_members), epoch,
-                            began, time.monotonic() - began)  # fmt: skip
+                            began, time.monotonic() - began,
+                            {m.name: m.owned for m in self.live.values()})  # fmt: skip
         self.report.steps.append(record)
         self._show(record, status, group)
         return record
