@@ -136,13 +136,6 @@ class GroupConfig:
         doc="with group_protocol='consumer': the broker's assignor to use ('uniform' or "
             "'range'; None: the broker's default)",
     )  # fmt: skip
-    hand_off_marks: bool = _option(
-        True, types=_BOOL,
-        doc="as the leader of a cooperative classic group, write aiogroup's marks into each "
-            "assignment's user data (hand-offs under this leader, prompt second rounds); "
-            "False writes none, as Kafka 4.x needs to convert the group to the consumer "
-            "protocol online (KIP-848); ignored under group_protocol='consumer'",
-    )  # fmt: skip
 
     def __post_init__(self) -> None:
         check_values(dataclasses.asdict(self))

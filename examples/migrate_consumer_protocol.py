@@ -19,10 +19,11 @@ migration stands at each step (the group's type, how many members speak which pr
 the end checks, from the members' callbacks, that no partition was ever owned by two members at
 once and, when it produced records itself, that every record was processed at least once.
 
-The classic members run with ``hand_off_marks=False``: an aiogroup leader otherwise writes its
-hand-off marks into the assignments' user data, and Kafka refuses to convert a group whose
-assignments carry user data. A group whose members run without it needs one rolling restart
-with it first; the script says so before it moves anyone (``aiogroup group describe`` too).
+The members use the default assignor, cooperative-sticky. Its aiogroup leader marks the
+assignments with entries no topic can have, not with user data, so Kafka converts the group.
+Kafka refuses to convert a group whose assignments carry a custom assignor's user data; the
+script says so before it moves anyone (``aiogroup group describe`` too), and such a group must
+be stopped and started again with the consumer protocol, or moved to a built-in assignor first.
 
 Usage::
 
@@ -146,7 +147,7 @@ async def run_member(args: argparse.Namespace) -> int:
     report = _Report(args.name)
     consumer = report.consumer = Consumer(
         args.bootstrap, args.group, topics=[args.topic], listener=report,
-        group_protocol=args.group_protocol, hand_off_marks=False, client_id=args.name,
+        group_protocol=args.group_protocol, client_id=args.name,
         session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
         auto_offset_reset="earliest", auto_commit_interval_ms=1000, fetch_max_wait_ms=100,
         max_poll_records=200, telemetry=telemetry,

@@ -104,12 +104,22 @@ SANS_IO = (
     "aiogroup.config",
     "aiogroup.errors",
     "aiogroup.observability.metrics",
+    "aiogroup.observability.stats",
+    "aiogroup.observability.registry",
+    "aiogroup.observability.lag",
+    "aiogroup.observability.health",
     "aiogroup.consumer.state",
     "aiogroup.consumer.fetch_session",
     "aiogroup.client.reachability",
     "aiogroup.testing.embedded.coordinator",
     "aiogroup.testing.embedded.group",
     "aiogroup.testing.embedded.hashorder",
+    "aiogroup.testing.embedded.consumer_admin",
+    "aiogroup.testing.embedded.consumer_classic",
+    "aiogroup.testing.embedded.consumer_group",
+    "aiogroup.testing.embedded.consumer_messages",
+    "aiogroup.testing.embedded.consumer_requests",
+    "aiogroup.testing.embedded.server_assignors",
 )
 FORBIDDEN = {"asyncio", "socket", "time", "datetime", "selectors", "threading"}
 

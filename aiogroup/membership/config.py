@@ -37,8 +37,6 @@ class MemberConfig:
     retry_backoff_max_ms: int = GROUP_DEFAULTS.retry_backoff_max_ms
     enable_auto_commit: bool = True
     rack_id: str | None = GROUP_DEFAULTS.rack_id
-    #: As the leader, mark cooperative assignments (see :mod:`aiogroup.membership.leader`).
-    hand_off_marks: bool = GROUP_DEFAULTS.hand_off_marks
     protocol_type: str = "consumer"
     subscription_version: int = 3
 
@@ -72,7 +70,6 @@ class MemberConfig:
             retry_backoff_max_ms=config.retry_backoff_max_ms,
             enable_auto_commit=enable_auto_commit,
             rack_id=config.rack_id,
-            hand_off_marks=config.hand_off_marks,
         )
 
 

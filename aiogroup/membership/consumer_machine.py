@@ -130,9 +130,11 @@ _GROUP_ID_NOT_FOUND = 69
 _NOT_CONVERTED = (
     " (the group is a classic group that the broker would not convert to the consumer "
     "protocol: its group.consumer.migration.policy, a protocol type other than 'consumer', "
-    "or assignments carrying user data, as an aiogroup leader's hand-off marks do unless its "
-    "members run with hand_off_marks=False; `aiogroup group describe` says which, "
-    "docs/migration.md)"
+    "more members than group.consumer.max.size, or assignments carrying a custom assignor's "
+    "user data, which the consumer protocol would lose; for the last, stop the group and "
+    "start it again with group_protocol='consumer' (an empty group always converts), or "
+    "roll the classic members onto a built-in assignor first; `aiogroup group describe` "
+    "says which, docs/migration.md)"
 )
 #: Heartbeat answers that end the member (Java's consumer: fatal), with the error to raise.
 _FATAL: dict[int, type[AiogroupError]] = {

@@ -41,51 +41,78 @@ __all__ = [
     "FOLLOW_UP",
     "FOLLOW_UP_MAX_MEMBERS",
     "HAND_OFF_AWARE",
+    "MARK_PREFIX",
     "LeaderRound",
     "Leadership",
     "announce_hand_off_aware",
     "leader_marks",
+    "without_marks",
 ]
 
 log = logging.getLogger("aiogroup.membership")
 
-#: The user data an aiogroup leader puts in each cooperative assignment (where the assignor
-#: has none): "I withhold the partitions a member still claims, even of topics it no longer
-#: subscribes to, for one round". A hand-off (CloseRequested.hand_off) is safe only under such
-#: a leader. Peers' assignors ignore assignment user data they did not ask for (Java's and
-#: librdkafka's cooperative-sticky, kafka-python's), so this changes nothing for them.
+#: The mark an aiogroup leader puts in each cooperative assignment: "I withhold the partitions
+#: a member still claims, even of topics it no longer subscribes to, for one round". A hand-off
+#: (CloseRequested.hand_off) is safe only under such a leader.
 HAND_OFF_AWARE = b"aiogroup:hand-off/1"
-#: Added to those assignments (space-separated) in a round that withheld partitions a member
-#: still claims (KIP-429 2d): "a follow-up round is coming". The member that gives them up
-#: rejoins as soon as it has revoked them, and the others learn of that round only from a
-#: heartbeat: told this, aiogroup members heartbeat at a fast pace for a while (see
-#: :meth:`aiogroup.membership.liveness.Liveness.heartbeat_due` and docs/rolling-bounce.md).
+#: Added in a round that withheld partitions a member still claims (KIP-429 2d): "a follow-up
+#: round is coming". The member that gives them up rejoins as soon as it has revoked them, and
+#: the others learn of that round only from a heartbeat: told this, aiogroup members heartbeat
+#: at a fast pace for a while (see :meth:`aiogroup.membership.liveness.Liveness.heartbeat_due`
+#: and docs/rolling-bounce.md).
 FOLLOW_UP = b"aiogroup:follow-up/1"
 #: Larger groups get no FOLLOW_UP mark: ten heartbeats per member within a tenth of the
 #: interval would be a burst of 10,000 a second per hundred members on the coordinator.
 FOLLOW_UP_MAX_MEMBERS = 100
 
+#: Every mark starts so. Marks travel as entries of the assignment with no partitions under the
+#: mark as a topic name: Kafka's topic names are made of ``[a-zA-Z0-9._-]`` only, so a name with
+#: ``:`` and ``/`` is never a topic. Not in the assignment's user data, which belongs to the
+#: assignor, and which Kafka 4.x's online upgrade of a classic group to the consumer protocol
+#: (KIP-848) refuses ("userData from a custom assignor would be lost": the first
+#: consumer-protocol member gets GROUP_ID_NOT_FOUND), while it skips assigned topics it does not
+#: know. Peers read an assignment's partitions only: an entry without partitions gives them
+#: nothing (Java's, librdkafka's, kafka-python's and franz-go's consumers, tested in mixed
+#: groups). aiogroup 0.x leaders put the marks in the user data (space-separated); both are read.
+MARK_PREFIX = "aiogroup:"
+
 
 def announce_hand_off_aware(
     assignments: Mapping[str, Assignment], *, follow_up: bool = False
 ) -> dict[str, Assignment]:
-    """Mark a cooperative leader's assignments with :data:`HAND_OFF_AWARE` (where the assignor
-    set no user data of its own), so members know this leader withholds for a hand-off, and
-    with :data:`FOLLOW_UP` when it withheld partitions in this round."""
-    mark = HAND_OFF_AWARE + b" " + FOLLOW_UP if follow_up else HAND_OFF_AWARE
+    """Mark a cooperative leader's assignments with :data:`HAND_OFF_AWARE`, so members know
+    this leader withholds for a hand-off, and with :data:`FOLLOW_UP` when it withheld
+    partitions in this round (see :data:`MARK_PREFIX` for where marks go)."""
+    marks = (HAND_OFF_AWARE, FOLLOW_UP) if follow_up else (HAND_OFF_AWARE,)
+    entries: dict[str, tuple[int, ...]] = {m.decode(): () for m in marks}
     return {
-        m: a if a.user_data is not None else dataclasses.replace(a, user_data=mark)
+        m: dataclasses.replace(a, partitions={**a.partitions, **entries})
         for m, a in assignments.items()
     }
 
 
-def leader_marks(user_data: bytes | None) -> frozenset[bytes]:
-    """The marks an aiogroup leader put in an assignment's user data (space-separated, each
-    ``aiogroup:<name>/<version>``; marks a later version adds are ignored), or none if the
-    user data is not ours."""
-    if not user_data or not user_data.startswith(b"aiogroup:"):
-        return frozenset()
-    return frozenset(user_data.split(b" "))
+def leader_marks(assignment: Assignment) -> frozenset[bytes]:
+    """The marks an aiogroup leader put in ``assignment`` (each ``aiogroup:<name>/<version>``;
+    marks a later version adds are ignored by whoever does not know them), or none."""
+    marks = [t.encode() for t in assignment.partitions if t.startswith(MARK_PREFIX)]
+    user_data = assignment.user_data
+    if user_data and user_data.startswith(MARK_PREFIX.encode()):
+        marks.extend(user_data.split(b" "))  # an aiogroup 0.x leader's
+    return frozenset(marks)
+
+
+def without_marks(assignment: Assignment) -> Assignment:
+    """``assignment`` as its assignor made it: the leader's marks taken out."""
+    partitions = assignment.partitions
+    user_data = assignment.user_data
+    legacy = user_data is not None and user_data.startswith(MARK_PREFIX.encode())
+    if not legacy and not any(t.startswith(MARK_PREFIX) for t in partitions):
+        return assignment
+    return dataclasses.replace(
+        assignment,
+        partitions={t: ps for t, ps in partitions.items() if not t.startswith(MARK_PREFIX)},
+        user_data=None if legacy else user_data,
+    )
 
 
 @dataclass(slots=True)
@@ -113,17 +140,12 @@ class Leadership:
     before every member still in it has surely received its assignment (a member that does not
     sync or heartbeat is expired within its session timeout; one that does not sync within the
     rebalance timeout, KAFKA-12890): the larger of the session and rebalance timeouts. Seconds.
-    ``marks``: put :data:`HAND_OFF_AWARE` and :data:`FOLLOW_UP` into cooperative assignments.
-    Without them a cooperative assignment carries no user data: Kafka 4.x converts a classic
-    group to a consumer group (KIP-848's online upgrade) only when no member's assignment
-    carries any ("userData from a custom assignor would be lost").
     """
 
     __slots__ = (
         "group_topics",
         "handover_wait",
         "last_plan",
-        "marks",
         "members",
         "receipt_wait",
         "round",
@@ -133,10 +155,9 @@ class Leadership:
         "undecodable_members",
     )
 
-    def __init__(self, *, handover_wait: float, receipt_wait: float, marks: bool = True) -> None:
+    def __init__(self, *, handover_wait: float, receipt_wait: float) -> None:
         self.handover_wait = handover_wait
         self.receipt_wait = receipt_wait
-        self.marks = marks
         #: The members of the JoinGroup answer being assigned.
         self.members: Sequence[JoinGroupMember] = ()
         #: Their decoded subscriptions (the undecodable ones left out).
@@ -226,7 +247,6 @@ class Leadership:
         )
         if cooperative:
             self._remember(generation_id, assignments, claimed, partitions_per_topic)
-        if cooperative and self.marks:
             follow_up = len(all_members) <= FOLLOW_UP_MAX_MEMBERS and self.follow_up_coming(
                 generation_id
             )

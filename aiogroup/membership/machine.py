@@ -59,6 +59,7 @@ from aiogroup.membership.leader import (
     Leadership,
     announce_hand_off_aware,
     leader_marks,
+    without_marks,
 )
 from aiogroup.membership.leader import FOLLOW_UP_MAX_MEMBERS as FOLLOW_UP_MAX_MEMBERS
 from aiogroup.membership.leader import HAND_OFF_AWARE as HAND_OFF_AWARE
@@ -166,7 +167,6 @@ class MembershipMachine:
         self._leader = Leadership(
             handover_wait=config.session_timeout_ms / 1000,
             receipt_wait=max(config.session_timeout_ms, config.rebalance_timeout_ms) / 1000,
-            marks=config.hand_off_marks,
         )
         self._leaving = Leaving()
         self._commits = Commits()
@@ -966,8 +966,9 @@ class MembershipMachine:
             error = RemoteProtocolError(f"undecodable assignment: {exc}")
             self._fail_rebalance(now, out, error, "undecodable assignment")
             return
+        marks = leader_marks(assignment)
+        assignment = without_marks(assignment)
         assigned = frozenset(to_topic_partitions(assignment.partitions))
-        marks = leader_marks(assignment.user_data)
         self._leaving.synced(self.leader_id, marks)
         self._joined = True
         # KIP-429: a follow-up round may come right after this one (see Liveness.heartbeat_due)

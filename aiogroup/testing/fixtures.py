@@ -48,6 +48,7 @@ from typing import Any, TypeVar, cast
 import pytest
 
 from aiogroup.testing.embedded.broker import EmbeddedBroker
+from aiogroup.testing.embedded.consumer_messages import ConsumerGroupSettings
 from aiogroup.testing.embedded.rules import CoordinatorConfig
 from aiogroup.testing.embedded.threaded import ThreadedBroker
 from aiogroup.testing.launchers.kafka import (
@@ -106,8 +107,16 @@ class BrokerHandle:
 
 def _embedded_config() -> CoordinatorConfig:
     # Kafka's defaults except the initial rebalance delay (0, as KAFKA_GROUP_INITIAL_REBALANCE_
-    # DELAY_MS=0 in our Docker setup) and a 1 s minimum session for fast tests.
-    return CoordinatorConfig(initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
+    # DELAY_MS=0 in our Docker setup) and a 1 s minimum session for fast tests; KIP-848 groups
+    # may lower their own session and heartbeat interval as on the test KRaft brokers
+    # (group.consumer.min.session.timeout.ms=1000, group.consumer.min.heartbeat.interval.ms=100).
+    return CoordinatorConfig(
+        initial_rebalance_delay_ms=0,
+        group_min_session_timeout_ms=1000,
+        consumer_group=ConsumerGroupSettings(
+            min_session_timeout_ms=1000, min_heartbeat_interval_ms=100
+        ),
+    )
 
 
 def _kafka_unavailable(version: str, reason: str) -> None:

@@ -28,12 +28,14 @@ from kafka.protocol import producer as _producer
 from kafka.protocol import sasl as _sasl
 
 from aiogroup.errors import InvalidFieldError, RemoteProtocolError, TruncatedError
+from aiogroup.protocol import messages as _kip848
 
 __all__ = [
     "API_NAMES",
     "KAFKA_23_VERSIONS",
     "KAFKA_39_VERSIONS",
     "KAFKA_41_VERSIONS",
+    "KIP848_APIS",
     "KIP_896_REMOVED",
     "LIVE_VERSIONS",
     "MAX_FRAME_BYTES",
@@ -81,6 +83,8 @@ _CLASSES: Final[dict[int, tuple[Any, Any]]] = {
     36: (_sasl.SaslAuthenticateRequest, _sasl.SaslAuthenticateResponse),
     37: (_admin.CreatePartitionsRequest, _admin.CreatePartitionsResponse),
     42: (_admin.DeleteGroupsRequest, _admin.DeleteGroupsResponse),
+    68: (_kip848.ConsumerGroupHeartbeatRequest, _kip848.ConsumerGroupHeartbeatResponse),
+    69: (_kip848.ConsumerGroupDescribeRequest, _kip848.ConsumerGroupDescribeResponse),
 }
 
 #: The versions we advertise in ApiVersions, and accept. Produce/Fetch start where record
@@ -90,8 +94,8 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     1: (4, 12),  # Fetch
     2: (1, 7),  # ListOffsets
     3: (0, 12),  # Metadata
-    8: (2, 8),  # OffsetCommit (v9+ is KIP-848's member epoch)
-    9: (1, 8),  # OffsetFetch (v8: batched groups)
+    8: (2, 9),  # OffsetCommit (v9: KIP-848's member epoch; v10 addresses topics by id)
+    9: (1, 9),  # OffsetFetch (v8: batched groups; v9: KIP-848's member and epoch)
     10: (0, 4),  # FindCoordinator (v4: batched keys)
     11: (0, 9),  # JoinGroup
     12: (0, 4),  # Heartbeat
@@ -107,7 +111,15 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; v1: the member id is the client's, KIP-1082)
+    69: (0, 1),  # ConsumerGroupDescribe (KIP-848; v1: member types)
 }
+
+#: What serving KIP-848's consumer groups adds (the rest serves the classic protocol alone):
+#: Kafka 4.x's versions, or 3.7-3.9's behind ``group.coordinator.rebalance.protocols``
+#: (ConsumerGroupHeartbeat v0, before KIP-1082).
+KIP848_APIS: Final = frozenset({68, 69})
+_CLASSIC_ONLY: Final[dict[int, tuple[int, int]]] = {8: (2, 8), 9: (1, 8)}
 
 #: What Apache Kafka 2.3.0 advertises for those APIs (its ApiVersions answer), for the
 #: ``kafka2`` flavour: it closes the connection on anything newer.
@@ -137,7 +149,8 @@ KAFKA_23_VERSIONS: Final[dict[int, tuple[int, int]]] = {
 
 
 #: What Apache Kafka 3.9.1 advertises for those APIs (the ``kafka3`` flavour's broker). It still
-#: serves every version KIP-896 removed in 4.0.
+#: serves every version KIP-896 removed in 4.0, and advertises KIP-848's APIs at v0 whether or
+#: not ``group.coordinator.rebalance.protocols`` enables the consumer protocol.
 KAFKA_39_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     0: (0, 11),
     1: (0, 17),
@@ -160,6 +173,8 @@ KAFKA_39_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     36: (0, 2),
     37: (0, 3),
     42: (0, 2),
+    68: (0, 0),
+    69: (0, 0),
 }
 
 #: What Apache Kafka 4.1.1 advertises for those APIs (the ``kafka4`` flavour's broker): the
@@ -186,6 +201,8 @@ KAFKA_41_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     36: (0, 2),
     37: (0, 3),
     42: (0, 2),
+    68: (0, 1),
+    69: (0, 1),
 }
 
 #: The versions of these APIs Kafka 3.9 served and 4.0 removed (KIP-896): a broker of 4.x
@@ -207,12 +224,22 @@ LIVE_VERSIONS: Final[dict[str, dict[int, tuple[int, int]]]] = {
 }
 
 
-def versions_for(flavour: str) -> dict[int, tuple[int, int]]:
+def versions_for(flavour: str, consumer_protocol: bool | None = None) -> dict[int, tuple[int, int]]:
     """The API versions a broker of coordinator ``flavour`` serves: ours, within what that
     flavour's Kafka version serves (Kafka 2.3.0, 3.9.1, 4.1.1: :data:`LIVE_VERSIONS`). An API
     or version outside them closes the connection, as Kafka's does (KIP-511: ApiVersions is
-    answered with UNSUPPORTED_VERSION and these versions)."""
-    theirs_by_key = LIVE_VERSIONS[flavour]
+    answered with UNSUPPORTED_VERSION and these versions).
+
+    ``consumer_protocol`` (None: the flavour's default, ``kafka4`` only) keeps KIP-848's APIs
+    and OffsetCommit/OffsetFetch v9; on ``kafka3`` ConsumerGroupHeartbeat is v0, as 3.7-3.9
+    served it behind a flag. Without it they are gone and the offsets APIs stop at v8."""
+    if consumer_protocol is None:
+        consumer_protocol = flavour == "kafka4"
+    theirs_by_key = dict(LIVE_VERSIONS[flavour])
+    if not consumer_protocol and flavour != "kafka2":
+        for key in KIP848_APIS:
+            theirs_by_key.pop(key, None)
+        theirs_by_key.update(_CLASSIC_ONLY)
     out = {}
     for key, (lo, hi) in SUPPORTED_VERSIONS.items():
         theirs = theirs_by_key.get(key)

@@ -196,11 +196,11 @@ def test_user_data_is_java_bare_int32() -> None:
 def test_bad_claims_never_crash(owned: Any, caplog: pytest.LogCaptureFixture) -> None:
     ppt = {"t": 3, "u": 2}
     subs = {"bad": sub(["t"], owned, 3), "good": sub(["t", "u"], {"t": (0,)}, 3)}
-    with caplog.at_level(logging.WARNING, logger="aiogroup.assignors"):
+    with caplog.at_level(logging.DEBUG, logger="aiogroup.assignors"):
         result = CooperativeStickyAssignor().assign(ppt, subs)
     check_valid(ppt, subs, result)
     check_cooperative_safe({m: s.owned_partitions for m, s in subs.items()}, result)
-    assert caplog.records
+    assert any("'bad' claims" in r.getMessage() for r in caplog.records)  # said, never raised
 
 
 def test_adjust_step_is_separate_and_composable() -> None:

@@ -1,8 +1,9 @@
-"""``group_protocol="consumer"`` (KIP-848) end to end on Apache Kafka 4.1.1: aiogroup Consumers
-alone (join, a second joins and only what moves is revoked while the kept partitions keep
-flowing, leave, a static member's restart), a member whose heartbeats stop past the session
-(lost, then rejoined), a regex subscription evaluated by the broker; and the clear error on a
-broker without KIP-848 (the embedded broker, Kafka 2.3)."""
+"""``group_protocol="consumer"`` (KIP-848) end to end on the embedded broker and on Apache Kafka
+4.1.1, the same scenarios on both: aiogroup Consumers alone (join, a second joins and only what
+moves is revoked while the kept partitions keep flowing, leave, a static member's restart), a
+member whose heartbeats stop past the session (lost, then rejoined), a regex subscription
+evaluated by the broker; and the clear error on a broker without KIP-848 (the embedded broker
+with the ``kafka3`` flavour, Kafka 2.3)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ from aiogroup import Consumer, GroupMember
 from aiogroup.errors import UnsupportedApiVersionError
 from aiogroup.membership import MemberState
 from aiogroup.protocol.types import TopicPartition
+from aiogroup.testing.embedded.rules import CoordinatorConfig
+from aiogroup.testing.embedded.threaded import ThreadedBroker
 from aiogroup.testing.fixtures import (  # noqa: F401 - fixtures are found by name
     BrokerHandle,
-    apache_kafka4,
     kafka_broker,
 )
-from aiogroup.testing.launchers.kafka import KafkaBroker
 
 from .helpers import Callbacks, Reader, make_topic, produce, unique, wait_for
 
@@ -34,16 +35,30 @@ INTERVAL_MS = 300
 CONVERGE_S = 60.0
 
 
-def fast_group(kafka: KafkaBroker, group: str) -> None:
+#: The brokers serving KIP-848 the scenarios run on.
+KIP848_BROKERS = [
+    pytest.param("embedded", id="embedded"),
+    pytest.param("kafka4", id="kafka4", marks=pytest.mark.kafka4),
+]
+on_kip848_brokers = pytest.mark.parametrize("kafka_broker", KIP848_BROKERS, indirect=True)
+
+
+def fast_group(broker: BrokerHandle, group: str) -> None:
     """Give ``group`` a short session and heartbeat interval (a group config, Kafka 4.x)."""
-    kafka.run_tool(
-        "kafka-configs", "--bootstrap-server", kafka.bootstrap, "--alter",
+    if broker.embedded is not None:
+        broker.embedded.set_group_config(
+            group, session_timeout_ms=SESSION_MS, heartbeat_interval_ms=INTERVAL_MS
+        )
+        return
+    assert broker.apache is not None
+    broker.apache.run_tool(
+        "kafka-configs", "--bootstrap-server", broker.bootstrap, "--alter",
         "--entity-type", "groups", "--entity-name", group, "--add-config",
         f"consumer.session.timeout.ms={SESSION_MS},consumer.heartbeat.interval.ms={INTERVAL_MS}",
     )  # fmt: skip
 
 
-def kip848(kafka: KafkaBroker, group: str, topics: list[str], **options: Any) -> Consumer:
+def kip848(broker: BrokerHandle, group: str, topics: list[str], **options: Any) -> Consumer:
     settings: dict[str, Any] = {
         "group_protocol": "consumer",
         "session_timeout_ms": SESSION_MS,
@@ -53,7 +68,7 @@ def kip848(kafka: KafkaBroker, group: str, topics: list[str], **options: Any) ->
         "close_timeout_s": 20,
     }
     settings.update(options)
-    return Consumer(kafka.bootstrap, group, topics=topics, **settings)
+    return Consumer(broker.bootstrap, group, topics=topics, **settings)
 
 
 def owned(c: Consumer) -> set[int]:
@@ -69,23 +84,23 @@ async def poll(consumer: Consumer, condition: Callable[[], Any], what: str) -> N
         await consumer.getmany(timeout_ms=50)
 
 
-@pytest.mark.kafka4
+@on_kip848_brokers
 async def test_join_share_and_leave_revoking_only_what_moves(
-    apache_kafka4: KafkaBroker,  # noqa: F811
+    kafka_broker: BrokerHandle,  # noqa: F811
 ) -> None:
     topic, group = unique("t"), unique("g")
-    apache_kafka4.create_topic(topic, 6)
-    fast_group(apache_kafka4, group)
-    await produce(apache_kafka4.bootstrap, topic, dict.fromkeys(range(6), 30))
+    make_topic(kafka_broker, topic, 6)
+    fast_group(kafka_broker, group)
+    await produce(kafka_broker.bootstrap, topic, dict.fromkeys(range(6), 30))
     calls_a, calls_b = Callbacks(), Callbacks()
-    async with kip848(apache_kafka4, group, [topic], listener=calls_a) as a:
+    async with kip848(kafka_broker, group, [topic], listener=calls_a) as a:
         assert a.member.group_protocol == "consumer" and not a.member.is_leader
         reader = Reader(a, "a").start()
         await wait_for(lambda: len(reader.records) == 180, CONVERGE_S, "a reads everything")
         assert owned(a) == set(range(6)) and a.member.generation_id > 0
         kept_before = len(reader.records)
-        async with kip848(apache_kafka4, group, [topic], listener=calls_b) as b:
-            await produce(apache_kafka4.bootstrap, topic, dict.fromkeys(range(6), 20))
+        async with kip848(kafka_broker, group, [topic], listener=calls_b) as b:
+            await produce(kafka_broker.bootstrap, topic, dict.fromkeys(range(6), 20))
             await poll(b, lambda: len(owned(a)) == 3 and len(owned(b)) == 3, "a 3/3 split")
             assert owned(a).isdisjoint(owned(b))
             # Only what moved was revoked from a; a was never handed its own partitions back.
@@ -108,15 +123,15 @@ async def test_join_share_and_leave_revoking_only_what_moves(
         assert {tp.partition for tp in calls_b.revoked[-1]} == b_owned  # revoked as it left
 
 
-@pytest.mark.kafka4
+@on_kip848_brokers
 async def test_commits_carry_the_epoch_and_a_restart_reads_on_from_them(
-    apache_kafka4: KafkaBroker,  # noqa: F811
+    kafka_broker: BrokerHandle,  # noqa: F811
 ) -> None:
     topic, group = unique("t"), unique("g")
-    apache_kafka4.create_topic(topic, 2)
-    fast_group(apache_kafka4, group)
-    await produce(apache_kafka4.bootstrap, topic, {0: 10, 1: 10})
-    async with kip848(apache_kafka4, group, [topic], enable_auto_commit=False) as c:
+    make_topic(kafka_broker, topic, 2)
+    fast_group(kafka_broker, group)
+    await produce(kafka_broker.bootstrap, topic, {0: 10, 1: 10})
+    async with kip848(kafka_broker, group, [topic], enable_auto_commit=False) as c:
         await wait_for(lambda: len(owned(c)) == 2, CONVERGE_S, "assigned")
         batch: dict[TopicPartition, list[Any]] = {}
         while sum(len(v) for v in batch.values()) < 20:
@@ -125,26 +140,26 @@ async def test_commits_carry_the_epoch_and_a_restart_reads_on_from_them(
         await c.commit({TopicPartition(topic, 0): 7, TopicPartition(topic, 1): 4})
         committed = await c.member.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)])
         assert committed == {TopicPartition(topic, 0): 7, TopicPartition(topic, 1): 4}
-    async with kip848(apache_kafka4, group, [topic]) as again:
+    async with kip848(kafka_broker, group, [topic]) as again:
         first = await again.getone()
         assert (first.partition, first.offset) in {(0, 7), (1, 4)}
 
 
-@pytest.mark.kafka4
+@on_kip848_brokers
 async def test_a_static_member_restarting_keeps_its_partitions(
-    apache_kafka4: KafkaBroker,  # noqa: F811
+    kafka_broker: BrokerHandle,  # noqa: F811
 ) -> None:
     topic, group = unique("t"), unique("g")
-    apache_kafka4.create_topic(topic, 4)
-    fast_group(apache_kafka4, group)
-    async with kip848(apache_kafka4, group, [topic], group_instance_id="static-b") as a:
+    make_topic(kafka_broker, topic, 4)
+    fast_group(kafka_broker, group)
+    async with kip848(kafka_broker, group, [topic], group_instance_id="static-b") as a:
         await wait_for(lambda: len(owned(a)) == 4, CONVERGE_S, "a owning everything")
-        b = kip848(apache_kafka4, group, [topic], group_instance_id="static-a")
+        b = kip848(kafka_broker, group, [topic], group_instance_id="static-a")
         await b.start()
         await poll(a, lambda: len(owned(a)) == 2 and len(owned(b)) == 2, "a 2/2 split")
         before = owned(b)
         await b.close()  # epoch -2: the broker keeps b's partitions for its return
-        b2 = kip848(apache_kafka4, group, [topic], group_instance_id="static-a")
+        b2 = kip848(kafka_broker, group, [topic], group_instance_id="static-a")
         await b2.start()
         try:
             await wait_for(lambda: owned(b2) == before, CONVERGE_S, "b back with its partitions")
@@ -153,25 +168,23 @@ async def test_a_static_member_restarting_keeps_its_partitions(
             await b2.close()
 
 
-@pytest.mark.kafka4
+@on_kip848_brokers
 async def test_a_member_whose_heartbeats_stop_reports_lost_and_rejoins(
-    apache_kafka4: KafkaBroker,  # noqa: F811
+    kafka_broker: BrokerHandle,  # noqa: F811
 ) -> None:
     topic, group = unique("t"), unique("g")
-    apache_kafka4.create_topic(topic, 4)
-    fast_group(apache_kafka4, group)
+    make_topic(kafka_broker, topic, 4)
+    fast_group(kafka_broker, group)
     calls = Callbacks()
     opts: dict[str, Any] = {
         "group_protocol": "consumer",
         "session_timeout_ms": SESSION_MS,
         "request_timeout_ms": 20_000,
     }
-    a = GroupMember(apache_kafka4.bootstrap, group, topics=[topic], listener=calls, **opts)
-    b = GroupMember(apache_kafka4.bootstrap, group, topics=[topic], **opts)
+    a = GroupMember(kafka_broker.bootstrap, group, topics=[topic], listener=calls, **opts)
+    b = GroupMember(kafka_broker.bootstrap, group, topics=[topic], **opts)
     async with a, b:
-        await wait_for(
-            lambda: len(a.assignment) == 2 and len(b.assignment) == 2, CONVERGE_S, "2/2"
-        )
+        await wait_for(lambda: len(a.assignment) == 2 and len(b.assignment) == 2, CONVERGE_S, "2/2")
         mine = a.assignment
         # A scripted fault: a's heartbeats hang (as a process paused past its session would).
         transport: Any = a.transport
@@ -197,18 +210,18 @@ async def test_a_member_whose_heartbeats_stop_reports_lost_and_rejoins(
         assert a.assignment.isdisjoint(b.assignment)
 
 
-@pytest.mark.kafka4
+@on_kip848_brokers
 async def test_a_regex_is_evaluated_by_the_broker(
-    apache_kafka4: KafkaBroker,  # noqa: F811
+    kafka_broker: BrokerHandle,  # noqa: F811
 ) -> None:
     prefix = unique("rx").replace("-", "_")
     group = unique("g")
-    apache_kafka4.create_topic(f"{prefix}-one", 2)
-    apache_kafka4.create_topic(f"{prefix}-two", 1)
-    apache_kafka4.create_topic(f"other_{prefix}", 1)
-    fast_group(apache_kafka4, group)
+    make_topic(kafka_broker, f"{prefix}-one", 2)
+    make_topic(kafka_broker, f"{prefix}-two", 1)
+    make_topic(kafka_broker, f"other_{prefix}", 1)
+    fast_group(kafka_broker, group)
     member = GroupMember(
-        apache_kafka4.bootstrap, group, pattern=rf"{prefix}-(one|two)\Z",
+        kafka_broker.bootstrap, group, pattern=rf"{prefix}-(one|two)\Z",
         group_protocol="consumer", group_remote_assignor="range",
     )  # fmt: skip
     async with member:
@@ -216,22 +229,8 @@ async def test_a_regex_is_evaluated_by_the_broker(
         assert {tp.topic for tp in member.assignment} == {f"{prefix}-one", f"{prefix}-two"}
 
 
-@pytest.mark.parametrize(
-    "kafka_broker",
-    [
-        pytest.param("embedded", id="embedded"),
-        pytest.param("kafka23", id="kafka23", marks=pytest.mark.kafka23),
-    ],
-    indirect=True,
-)
-async def test_a_broker_without_kip848_is_a_clear_error(
-    kafka_broker: BrokerHandle,  # noqa: F811
-) -> None:
-    topic = unique("t")
-    make_topic(kafka_broker, topic, 1)
-    member = GroupMember(
-        kafka_broker.bootstrap, unique("g"), topics=[topic], group_protocol="consumer"
-    )
+async def refuses_kip848(bootstrap: str, topic: str) -> None:
+    member = GroupMember(bootstrap, unique("g"), topics=[topic], group_protocol="consumer")
     await member.start()
     try:
         with pytest.raises(UnsupportedApiVersionError) as caught:
@@ -244,3 +243,108 @@ async def test_a_broker_without_kip848_is_a_clear_error(
     assert "use group_protocol='classic'" in words
     final: MemberState = member.state  # (read again: the close moved it on)
     assert final is MemberState.CLOSED
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        # Kafka 3.x: no KIP-848 unless the flag is on; with it (3.7-3.9), only v0, before the
+        # client-generated member id (KIP-1082); Kafka 4 with the consumer protocol turned off.
+        pytest.param(CoordinatorConfig(flavour="kafka3"), id="kafka3"),
+        pytest.param(CoordinatorConfig(flavour="kafka3", consumer_protocol=True), id="kafka3-v0"),
+        pytest.param(CoordinatorConfig(consumer_protocol=False), id="kafka4-classic-only"),
+    ],
+)
+async def test_an_embedded_broker_without_kip848_v1_is_a_clear_error(
+    config: CoordinatorConfig,
+) -> None:
+    topic = unique("t")
+    with ThreadedBroker(coordinator_config=config, topics={topic: 1}) as broker:
+        await refuses_kip848(broker.bootstrap, topic)
+
+
+@pytest.mark.parametrize(
+    "kafka_broker", [pytest.param("kafka23", id="kafka23", marks=pytest.mark.kafka23)],
+    indirect=True,
+)  # fmt: skip
+async def test_kafka23_is_a_clear_error(kafka_broker: BrokerHandle) -> None:  # noqa: F811
+    topic = unique("t")
+    make_topic(kafka_broker, topic, 1)
+    await refuses_kip848(kafka_broker.bootstrap, topic)
+
+
+@on_kip848_brokers
+async def test_a_classic_group_upgrades_online_and_downgrades_back(
+    kafka_broker: BrokerHandle,  # noqa: F811
+) -> None:
+    """A classic Consumer (``range``) alone; a ``group_protocol="consumer"`` Consumer joins:
+    the group becomes a consumer group and both share the partitions (the classic one as a
+    classic member of it); the second leaves: a classic group again, the first owns all."""
+    topic, group = unique("t"), unique("g")
+    make_topic(kafka_broker, topic, 6)
+    fast_group(kafka_broker, group)
+    classic = Consumer(
+        kafka_broker.bootstrap, group, topics=[topic], assignors=["range"],
+        session_timeout_ms=SESSION_MS, heartbeat_interval_ms=INTERVAL_MS,
+        fetch_max_wait_ms=100, close_timeout_s=20,
+    )  # fmt: skip
+    async with classic:
+        await poll(classic, lambda: len(owned(classic)) == 6, "the classic member owning all")
+        async with kip848(kafka_broker, group, [topic]) as modern:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + CONVERGE_S
+            while not (len(owned(classic)) == 3 and len(owned(modern)) == 3):
+                assert loop.time() < deadline, "timed out waiting for a 3/3 split"
+                await asyncio.gather(classic.getmany(timeout_ms=50), modern.getmany(timeout_ms=50))
+            assert owned(classic).isdisjoint(owned(modern))
+            if kafka_broker.embedded is not None:
+                view = kafka_broker.embedded.consumer_group(group)
+                assert view is not None and {m.uses_classic_protocol for m in view.members} == {
+                    True, False,
+                }  # fmt: skip
+        await poll(classic, lambda: len(owned(classic)) == 6, "the classic member owning all again")
+        if kafka_broker.embedded is not None:
+            assert kafka_broker.embedded.consumer_group(group) is None  # downgraded
+            assert kafka_broker.embedded.group(group) is not None
+
+
+@on_kip848_brokers
+async def test_a_group_an_aiogroup_cooperative_leader_marks_upgrades_online(
+    kafka_broker: BrokerHandle,  # noqa: F811
+) -> None:
+    """An aiogroup cooperative-sticky leader marks its assignments (hand-off awareness) with
+    entries no topic can be named after, not with user data, which Kafka 4.1's online upgrade
+    refuses ("userData from a custom assignor would be lost"): a consumer-protocol member
+    joins such a group, the group becomes a consumer group, the classic member keeps what
+    does not move and gives up only the rest."""
+    topic, group = unique("t"), unique("g")
+    make_topic(kafka_broker, topic, 4)
+    fast_group(kafka_broker, group)
+    classic = Consumer(
+        kafka_broker.bootstrap, group, assignors=["cooperative-sticky"],
+        session_timeout_ms=SESSION_MS, heartbeat_interval_ms=INTERVAL_MS,
+        fetch_max_wait_ms=100, close_timeout_s=20,
+    )  # fmt: skip
+    calls = Callbacks()
+    classic.subscribe([topic], listener=calls)
+    async with classic:
+        await poll(classic, lambda: len(owned(classic)) == 4, "the classic member owning all")
+        if kafka_broker.embedded is not None:
+            view = kafka_broker.embedded.group(group)
+            assert view is not None
+            assert any(b"aiogroup:hand-off/1" in (m.assignment or b"") for m in view.members), (
+                "the leader wrote no mark: this test would prove nothing"
+            )
+        before = owned(classic)
+        async with kip848(kafka_broker, group, [topic]) as modern:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + CONVERGE_S
+            while not (len(owned(classic)) == 2 and len(owned(modern)) == 2):
+                assert loop.time() < deadline, "timed out waiting for a 2/2 split"
+                await asyncio.gather(classic.getmany(timeout_ms=50), modern.getmany(timeout_ms=50))
+            assert owned(classic).isdisjoint(owned(modern))
+            # Cooperative all along: only what moved was revoked, nothing lost.
+            assert {tp.partition for tp in set().union(*calls.revoked)} == before - owned(classic)
+            assert not calls.lost
+            if kafka_broker.embedded is not None:
+                assert kafka_broker.embedded.consumer_group(group) is not None  # upgraded

@@ -136,10 +136,11 @@ def test_unowned_time_and_revocations_are_counted_within_a_step() -> None:
 
 def test_a_group_kafka_would_not_convert_stops_the_run_before_anyone_moves() -> None:
     blocked = MigrationStatus("classic", Stage.CLASSIC, (), ("a", "b"), (), Upgrade.BLOCKED,
-                              ("2 member(s) hold an assignment with user data",), "s", "a")
+                              ("2 member(s) hold an assignment carrying a custom assignor's "
+                               "user data",), "s", "a")
     run = example._Run("x:1", "g", "t", 6, example.MigrationReport("g", ("up",)),
                        Screen(io.StringIO(), False, []), None, 1.0, {}, 300, None,  # type: ignore[arg-type]
                        status=blocked)  # fmt: skip
-    with pytest.raises(example.MigrationAborted, match="user data"):
+    with pytest.raises(example.MigrationAborted, match="custom assignor's user data"):
         example._check_upgrade(run, "classic")
     example._check_upgrade(run, "consumer")  # the way down has nothing to check

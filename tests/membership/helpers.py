@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import ClassVar, TypeVar
 
 from aiogroup.assignors.base import GroupMetadata, PartitionAssignor, RebalanceProtocol
@@ -143,16 +143,19 @@ class Script:
         protocol_name: str | None = None,
         join: SendJoinGroup | None = None,
         user_data: bytes | None = None,
+        marks: Sequence[bytes] = (),
         leader: str = "leader-x",
     ) -> InvokeCallbacks:
-        """From SendJoinGroup pending to RECONCILING: returns the InvokeCallbacks emitted."""
+        """From SendJoinGroup pending to RECONCILING: returns the InvokeCallbacks emitted.
+        ``marks``: an aiogroup leader's (HAND_OFF_AWARE, ...), as entries with no partitions."""
         if join is None:
             join = self.take(SendJoinGroup)
         name = protocol_name or join.protocols[0][0]
         self.feed(JoinGroupCompleted(join.token, generation_id, member_id, leader, name))
         sync = self.take(SendSyncGroup)
         assert sync.assignments == ()
-        assignment = Assignment(group_by_topic(assigned), user_data=user_data)
+        partitions = {**group_by_topic(assigned), **{m.decode(): () for m in marks}}
+        assignment = Assignment(partitions, user_data=user_data)
         self.feed(SyncGroupCompleted(sync.token, encode_assignment(assignment)))
         return self.take(InvokeCallbacks)
 
@@ -171,11 +174,16 @@ class Script:
         member_id: str = "m1",
         generation_id: int = 1,
         user_data: bytes | None = None,
+        marks: Sequence[bytes] = (),
     ) -> None:
         """A fresh member all the way to STABLE owning ``assigned``."""
         self.start(topics)
         cb = self.join_as_follower(
-            assigned, member_id=member_id, generation_id=generation_id, user_data=user_data
+            assigned,
+            member_id=member_id,
+            generation_id=generation_id,
+            user_data=user_data,
+            marks=marks,
         )
         self.feed(CallbacksFinished(cb.token))
         assert self.m.state is MemberState.STABLE

@@ -19,7 +19,6 @@ from aiogroup.membership import (
     JoinGroupFailed,
     LeaveGroupCompleted,
     MemberState,
-    MembershipMachine,
     MetadataUpdated,
     RequestMetadata,
     SendHeartbeat,
@@ -28,9 +27,7 @@ from aiogroup.membership import (
     SendSyncGroup,
     SyncGroupCompleted,
 )
-from aiogroup.config import GroupConfig
-from aiogroup.membership.config import MemberConfig
-from aiogroup.membership.leader import FOLLOW_UP, HAND_OFF_AWARE
+from aiogroup.membership.leader import FOLLOW_UP, HAND_OFF_AWARE, leader_marks
 from aiogroup.protocol import (
     Assignment,
     Subscription,
@@ -39,7 +36,7 @@ from aiogroup.protocol import (
 )
 from aiogroup.protocol.types import group_by_topic
 
-from .helpers import EagerFixed, FixedAssignor, Script, leader_join, member, tps
+from .helpers import EagerFixed, Script, leader_join, member, tps
 from .test_machine import (
     EAGER,
     _md,
@@ -73,7 +70,7 @@ def _finish_leave(s: Script) -> None:
 
 def test_hand_off_keeps_the_partitions_through_the_round_then_leaves_at_once() -> None:
     s = Script(member(enable_auto_commit=True))
-    s.stable(tps("t-0", "t-1"), user_data=HAND_OFF_AWARE)
+    s.stable(tps("t-0", "t-1"), marks=(HAND_OFF_AWARE,))
     _hand_off(s)
     # Auto-commit with the JoinGroup, as before any cooperative JoinGroup (the partitions stay
     # ours meanwhile).
@@ -107,7 +104,7 @@ def test_hand_off_keeps_the_partitions_through_the_round_then_leaves_at_once() -
 
 def test_what_the_round_still_gives_is_revoked_by_the_leave() -> None:
     s = Script(member())
-    s.stable(tps("t-0", "t-1"), user_data=HAND_OFF_AWARE)
+    s.stable(tps("t-0", "t-1"), marks=(HAND_OFF_AWARE,))
     _hand_off(s)
     join = s.take(SendJoinGroup)
     # A leader that gave us something anyway (t-1 kept, t-2 new): the hand-off round is over,
@@ -127,7 +124,7 @@ def test_what_the_round_still_gives_is_revoked_by_the_leave() -> None:
 
 def test_a_failed_hand_off_join_is_retried_still_subscribed_to_nothing() -> None:
     s = Script(member())
-    s.stable(tps("t-0"), user_data=HAND_OFF_AWARE)
+    s.stable(tps("t-0"), marks=(HAND_OFF_AWARE,))
     _hand_off(s)
     join = s.take(SendJoinGroup)
     s.feed(JoinGroupFailed(join.token, 27))  # REBALANCE_IN_PROGRESS: join again at once
@@ -136,7 +133,7 @@ def test_a_failed_hand_off_join_is_retried_still_subscribed_to_nothing() -> None
 
 def test_hand_off_asked_mid_rebalance_waits_for_that_round_first() -> None:
     s = Script(member())
-    s.stable(tps("t-0", "t-1"), user_data=HAND_OFF_AWARE)
+    s.stable(tps("t-0", "t-1"), marks=(HAND_OFF_AWARE,))
     deadline = s.m.next_deadline()
     assert deadline is not None
     s.timer(deadline)
@@ -146,7 +143,7 @@ def test_hand_off_asked_mid_rebalance_waits_for_that_round_first() -> None:
     _hand_off(s)
     assert not s.has(SendJoinGroup) and not s.has(InvokeCallbacks)
     # That round (not a hand-off round) takes t-1; afterwards the member hands t-0 over.
-    cb = s.join_as_follower(tps("t-0"), generation_id=2, join=join, user_data=HAND_OFF_AWARE)
+    cb = s.join_as_follower(tps("t-0"), generation_id=2, join=join, marks=(HAND_OFF_AWARE,))
     assert cb.revoked == tps("t-1")
     s.feed(CallbacksFinished(cb.token))
     s.finish_callbacks()
@@ -156,7 +153,7 @@ def test_hand_off_asked_mid_rebalance_waits_for_that_round_first() -> None:
 
 def test_a_hand_off_that_takes_too_long_leaves_as_a_close_does() -> None:
     s = Script(member())
-    s.stable(tps("t-0"), user_data=HAND_OFF_AWARE)
+    s.stable(tps("t-0"), marks=(HAND_OFF_AWARE,))
     _hand_off(s, within=5.0)
     s.take(SendJoinGroup)
     assert s.m.next_deadline() == s.now + 5.0
@@ -171,7 +168,7 @@ def test_a_hand_off_that_takes_too_long_leaves_as_a_close_does() -> None:
 def test_a_plain_close_ends_a_hand_off_not_yet_sent() -> None:
     s = Script(member(enable_auto_commit=True))
     s.start()
-    assigned = s.join_as_follower(tps("t-0"), user_data=HAND_OFF_AWARE)
+    assigned = s.join_as_follower(tps("t-0"), marks=(HAND_OFF_AWARE,))
     _hand_off(s)  # waits for the rebalance under way (our on_assigned runs)
     assert not s.has(SendJoinGroup)
     s.feed(CloseRequested(finish_rebalance_by=s.now + 20))
@@ -185,7 +182,7 @@ def test_a_plain_close_ends_a_hand_off_not_yet_sent() -> None:
 
 def test_a_second_hand_off_request_changes_nothing() -> None:
     s = Script(member())
-    s.stable(tps("t-0"), user_data=HAND_OFF_AWARE)
+    s.stable(tps("t-0"), marks=(HAND_OFF_AWARE,))
     _hand_off(s)
     join = s.take(SendJoinGroup)
     _hand_off(s)
@@ -196,14 +193,14 @@ def test_a_second_hand_off_request_changes_nothing() -> None:
 
 def test_eager_members_and_static_members_and_empty_hands_leave_as_usual() -> None:
     eager = Script(member(EAGER, assignor=EagerFixed()))
-    eager.stable(tps("t-0"), user_data=HAND_OFF_AWARE)
+    eager.stable(tps("t-0"), marks=(HAND_OFF_AWARE,))
     _hand_off(eager)
     assert not eager.has(SendJoinGroup)
     assert eager.finish_callbacks().revoked == tps("t-0")
     _finish_leave(eager)
 
     static = Script(member(group_instance_id="i-1"))
-    static.stable(tps("t-0"), user_data=HAND_OFF_AWARE)
+    static.stable(tps("t-0"), marks=(HAND_OFF_AWARE,))
     _hand_off(static)
     assert not static.has(SendJoinGroup)
     assert static.finish_callbacks().revoked == tps("t-0")
@@ -211,7 +208,7 @@ def test_eager_members_and_static_members_and_empty_hands_leave_as_usual() -> No
     assert static.m.state is MemberState.CLOSED
 
     empty = Script(member())
-    empty.stable(frozenset(), user_data=HAND_OFF_AWARE)
+    empty.stable(frozenset(), marks=(HAND_OFF_AWARE,))
     _hand_off(empty)
     assert not empty.has(SendJoinGroup) and not empty.has(InvokeCallbacks)
     _finish_leave(empty)
@@ -219,7 +216,7 @@ def test_eager_members_and_static_members_and_empty_hands_leave_as_usual() -> No
 
 def test_fenced_during_the_hand_off_reports_lost_and_closes() -> None:
     s = Script(member())
-    s.stable(tps("t-0"), user_data=HAND_OFF_AWARE)
+    s.stable(tps("t-0"), marks=(HAND_OFF_AWARE,))
     _hand_off(s)
     join = s.take(SendJoinGroup)
     s.feed(JoinGroupFailed(join.token, 25))  # UNKNOWN_MEMBER_ID: the membership is gone
@@ -243,8 +240,8 @@ def test_a_cooperative_leader_withholds_the_hand_off_partitions_for_one_round() 
     got = _sync_assignments(sync)
     assert got == {"m1": tps("t-2", "t-3"), "m9": frozenset()}
     # A follow-up round is certain (m9 leaves once it has revoked): the leader says so.
-    marks = {decode_assignment(b).user_data for _, b in sync.assignments}
-    assert marks == {HAND_OFF_AWARE + b" " + FOLLOW_UP}
+    marks = {leader_marks(decode_assignment(b)) for _, b in sync.assignments}
+    assert marks == {frozenset({HAND_OFF_AWARE, FOLLOW_UP})}
     s.feed(SyncGroupCompleted(sync.token, encode_assignment(Assignment(group_by_topic(got["m1"])))))
     s.finish_callbacks()
     assert s.m.state is MemberState.STABLE
@@ -284,7 +281,7 @@ def test_under_a_leader_that_did_not_announce_itself_a_hand_off_is_a_plain_close
 
     # An aiogroup leader's round, then a peer took over the leadership: no hand-off either.
     s = Script(member())
-    s.stable(tps("t-0", "t-1"), user_data=HAND_OFF_AWARE)
+    s.stable(tps("t-0", "t-1"), marks=(HAND_OFF_AWARE,))
     join = rebalance(s)  # nothing changes hands in this round, led by a peer
     cb = s.join_as_follower(tps("t-0", "t-1"), generation_id=2, join=join, leader="peer-y")
     s.feed(CallbacksFinished(cb.token))
@@ -303,7 +300,7 @@ def test_a_leader_change_before_the_hand_off_join_turns_it_into_a_plain_leave() 
     partitions away while this member still held them. The gate is checked again before
     every hand-off JoinGroup."""
     s = Script(member())
-    s.stable(tps("t-0", "t-1"), user_data=HAND_OFF_AWARE)
+    s.stable(tps("t-0", "t-1"), marks=(HAND_OFF_AWARE,))
     join = rebalance(s)  # a rebalance under way when the hand-off is asked
     _hand_off(s)
     assert not s.has(SendJoinGroup)
@@ -314,19 +311,3 @@ def test_a_leader_change_before_the_hand_off_join_turns_it_into_a_plain_leave() 
     assert not s.has(SendJoinGroup)
     assert s.finish_callbacks().revoked == tps("t-0", "t-1")
     _finish_leave(s)
-
-
-def test_a_leader_told_not_to_mark_writes_no_assignment_user_data() -> None:
-    """``hand_off_marks=False`` reaches the leader's SyncGroup from the driver's options: no
-    assignment carries user data (Kafka 4.x refuses to convert a classic group to the consumer
-    protocol while one does), and the leader still withholds what moves (KIP-429 2d)."""
-    assignor = FixedAssignor({"m1": tps("t-0", "t-1"), "m2": tps("t-2")})
-    cfg = MemberConfig.of(GroupConfig(hand_off_marks=False), group_id="g", assignors=[assignor],
-                          enable_auto_commit=False)  # fmt: skip
-    s = Script(MembershipMachine(cfg))
-    s.start()
-    leader_join(s, {"m1": _md(["t"]), "m2": _md(["t"], {"t": (0, 2)})}, generation_id=2)
-    s.feed(MetadataUpdated({"t": 3}))
-    sync = s.take(SendSyncGroup)
-    assert _sync_assignments(sync) == {"m1": tps("t-1"), "m2": tps("t-2")}  # t-0 withheld
-    assert {decode_assignment(b).user_data for _, b in sync.assignments} == {None}

@@ -28,7 +28,12 @@ from aiogroup.membership import (
     SendSyncGroup,
     SyncGroupCompleted,
 )
-from aiogroup.membership.leader import FOLLOW_UP, FOLLOW_UP_MAX_MEMBERS, HAND_OFF_AWARE
+from aiogroup.membership.leader import (
+    FOLLOW_UP,
+    FOLLOW_UP_MAX_MEMBERS,
+    HAND_OFF_AWARE,
+    leader_marks,
+)
 from aiogroup.protocol import (
     Assignment,
     Subscription,
@@ -140,21 +145,21 @@ def test_no_follow_up_of_our_own_when_the_owner_rejoins() -> None:
     assert run_stable(s, 3 * REBALANCE) is None
 
 
-def marks_sent(s: Script, claims: Claims, generation: int) -> dict[str, bytes | None]:
-    """Lead a round as lead_round does; return the user data of each assignment."""
-    return {m: decode_assignment(b).user_data for m, b in lead(s, claims, generation).items()}
+def marks_sent(s: Script, claims: Claims, generation: int) -> dict[str, frozenset[bytes]]:
+    """Lead a round as lead_round does; return the leader's marks in each assignment."""
+    return {m: leader_marks(decode_assignment(b)) for m, b in lead(s, claims, generation).items()}
 
 
 @pytest.mark.parametrize(
     ("claims", "mark"),
     [
-        ({"m1": ((), -1), "m2": ((0, 2), 1)}, HAND_OFF_AWARE + b" " + FOLLOW_UP),
-        ({"m1": ((), -1), "m2": ((2,), 1)}, HAND_OFF_AWARE),
+        ({"m1": ((), -1), "m2": ((0, 2), 1)}, frozenset({HAND_OFF_AWARE, FOLLOW_UP})),
+        ({"m1": ((), -1), "m2": ((2,), 1)}, frozenset({HAND_OFF_AWARE})),
     ],
     ids=["withholds", "withholds-nothing"],
 )
 def test_every_assignment_of_a_round_that_withholds_says_a_follow_up_is_coming(
-    claims: Claims, mark: bytes
+    claims: Claims, mark: frozenset[bytes]
 ) -> None:
     # m2 must revoke t-0 before m1 may have it: it rejoins once it has, and the others learn
     # of that round from a heartbeat, which FOLLOW_UP makes them send at a fast pace.
@@ -168,7 +173,7 @@ def test_no_follow_up_mark_in_a_group_larger_than_the_cap() -> None:
     s, _ = leader({"m1": tps("t-0", "t-1"), "m2": tps("t-2")})
     claims: dict[str, tuple[Sequence[int], int]] = {"m1": ((), -1), "m2": ((0, 2), 1)}
     claims.update({f"x{i:03}": ((), -1) for i in range(FOLLOW_UP_MAX_MEMBERS - 1)})
-    assert set(marks_sent(s, claims, generation=2).values()) == {HAND_OFF_AWARE}
+    assert set(marks_sent(s, claims, generation=2).values()) == {frozenset({HAND_OFF_AWARE})}
 
 
 def test_no_follow_up_mark_while_a_claim_persists() -> None:
@@ -176,10 +181,10 @@ def test_no_follow_up_mark_while_a_claim_persists() -> None:
     # no round is known to be coming, so no fast heartbeats.
     s, _ = leader({"m1": tps("t-0", "t-1"), "m2": tps("t-2")})
     first = marks_sent(s, {"m1": ((), -1), "m2": ((0, 2), -1)}, generation=2)
-    assert first["m2"] == HAND_OFF_AWARE + b" " + FOLLOW_UP
+    assert first["m2"] == {HAND_OFF_AWARE, FOLLOW_UP}
     run_stable(s, SESSION + 1)  # the leader's follow-up after a session
     again = marks_sent(s, {"m1": ((1,), 2), "m2": ((0, 2), -1)}, generation=3)
-    assert again == {"m1": HAND_OFF_AWARE, "m2": HAND_OFF_AWARE}
+    assert again == {"m1": {HAND_OFF_AWARE}, "m2": {HAND_OFF_AWARE}}
 
 
 def test_a_claim_repeated_after_a_long_stable_generation_stops_blocking() -> None:

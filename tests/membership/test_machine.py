@@ -50,7 +50,7 @@ from aiogroup.membership import (
     SyncGroupFailed,
     UnsubscribeRequested,
 )
-from aiogroup.membership.leader import FOLLOW_UP, HAND_OFF_AWARE
+from aiogroup.membership.leader import FOLLOW_UP, HAND_OFF_AWARE, leader_marks
 from aiogroup.observability.metrics import KIP429Metrics
 from aiogroup.protocol import (
     Assignment,
@@ -61,7 +61,7 @@ from aiogroup.protocol import (
     encode_subscription,
     to_topic_partitions,
 )
-from aiogroup.protocol.types import TopicPartition, group_by_topic
+from aiogroup.protocol.types import TopicPartition
 
 from .helpers import EagerFixed, FixedAssignor, Script, leader_join, member, state_of, tps
 
@@ -859,7 +859,7 @@ def test_an_assignment_marked_follow_up_makes_heartbeats_fast_for_a_tenth_of_the
     # their owner has revoked them: a member heartbeats every hundredth of the interval for a
     # tenth of it, then at the prompt pace.
     s = Script(member(heartbeat_interval_ms=1000, session_timeout_ms=10_000))
-    s.stable(tps("t-0"), user_data=HAND_OFF_AWARE + b" " + FOLLOW_UP)
+    s.stable(tps("t-0"), marks=(HAND_OFF_AWARE, FOLLOW_UP))
     t0 = s.now
     sent = _prompt_heartbeats(s, t0, t0 + 2.5)
     gaps = [round(b - a, 6) for a, b in zip([0.0, *sent[:-1]], sent, strict=True)]
@@ -868,20 +868,44 @@ def test_an_assignment_marked_follow_up_makes_heartbeats_fast_for_a_tenth_of_the
 
 
 @pytest.mark.parametrize(
-    "user_data",
-    [HAND_OFF_AWARE, b"kafka:follow-up/1", b"x " + FOLLOW_UP, None],
-    ids=["hand-off-only", "not-ours", "not-ours-prefix", "none"],
+    ("marks", "user_data"),
+    [
+        ((HAND_OFF_AWARE,), None),
+        ((b"kafka:follow-up/1",), None),
+        ((b"x " + FOLLOW_UP,), None),
+        ((), b"kafka:follow-up/1"),
+        ((), b"x " + FOLLOW_UP),
+        ((), FOLLOW_UP[:-2]),
+        ((), None),
+    ],
+    ids=[
+        "hand-off-only",
+        "not-ours",
+        "not-ours-prefix",
+        "user-data-not-ours",
+        "user-data-not-ours-prefix",
+        "user-data-no-version",
+        "none",
+    ],
 )
-def test_only_our_follow_up_mark_makes_heartbeats_fast(user_data: bytes | None) -> None:
+def test_only_our_follow_up_mark_makes_heartbeats_fast(
+    marks: tuple[bytes, ...], user_data: bytes | None
+) -> None:
     s = Script(member(heartbeat_interval_ms=1000, session_timeout_ms=10_000))
-    s.stable(tps("t-0"), user_data=user_data)
+    s.stable(tps("t-0"), marks=marks, user_data=user_data)
     t0 = s.now
     assert _prompt_heartbeats(s, t0, t0 + 0.35) == pytest.approx([0.1, 0.2, 0.3])
 
 
-def test_marks_a_later_version_adds_are_ignored_and_ours_still_read() -> None:
+@pytest.mark.parametrize("where", ["entries", "user-data"])
+def test_marks_a_later_version_adds_are_ignored_and_ours_still_read(where: str) -> None:
+    # "user-data": where aiogroup 0.x leaders put them (a rolling upgrade of aiogroup itself).
     s = Script(member(heartbeat_interval_ms=1000, session_timeout_ms=10_000))
-    s.stable(tps("t-0"), user_data=b"aiogroup:future/9 " + FOLLOW_UP + b" " + HAND_OFF_AWARE)
+    marks = (b"aiogroup:future/9", FOLLOW_UP, HAND_OFF_AWARE)
+    if where == "entries":
+        s.stable(tps("t-0"), marks=marks)
+    else:
+        s.stable(tps("t-0"), user_data=b" ".join(marks))
     t0 = s.now
     assert _prompt_heartbeats(s, t0, t0 + 0.025) == pytest.approx([0.01, 0.02])
 
@@ -956,10 +980,11 @@ def test_assignment_bytes_are_encoded_even_when_empty() -> None:
     s.start()
     leader_join(s, {"m1": _md(["t"])})
     sync = s.take(SendSyncGroup)
-    # A cooperative leader announces that it withholds for a hand-off (HAND_OFF_AWARE).
-    assert decode_assignment(sync.assignments[0][1]) == Assignment(
-        group_by_topic([]), user_data=HAND_OFF_AWARE
-    )
+    # A cooperative leader announces that it withholds for a hand-off (HAND_OFF_AWARE), in
+    # an entry without partitions: no user data (Kafka 4's upgrade to KIP-848 refuses it).
+    wire = decode_assignment(sync.assignments[0][1])
+    assert wire.user_data is None and leader_marks(wire) == {HAND_OFF_AWARE}
+    assert to_topic_partitions(wire.partitions) == []
 
 
 def test_leader_stops_waiting_for_metadata_after_a_heartbeat_interval() -> None:

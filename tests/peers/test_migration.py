@@ -4,7 +4,7 @@ first consumer-protocol member joins and serves the classic members that remain)
 (converted again when the last consumer-protocol member leaves). docs/migration.md.
 
 The aiogroup members are the example's member processes (``examples/migrate_consumer_protocol.py
-member``: a Consumer with ``hand_off_marks=False``, SIGTERM then ``close()``); the Java member is
+member``: a cooperative-sticky Consumer, SIGTERM then ``close()``); the Java member is
 the ``java`` peer (``group.protocol=classic``, then ``consumer``). Between steps the test waits as
 a deploy script would, with ``aiogroup group watch --until safe``, then asks the broker what the
 group is: its type and how many members speak which protocol must be what Kafka's rules make of

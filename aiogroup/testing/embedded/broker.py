@@ -62,6 +62,7 @@ from aiogroup.testing import wire
 from aiogroup.testing.embedded import auth
 from aiogroup.testing.embedded.admin_apis import AdminApis, api_versions_answer
 from aiogroup.testing.embedded.connection import Connection, Handler, Never, Values
+from aiogroup.testing.embedded.consumer_messages import ConsumerGroupView
 from aiogroup.testing.embedded.coordinator import GroupCoordinator
 from aiogroup.testing.embedded.data_apis import DataApis
 from aiogroup.testing.embedded.driver import CoordinatorDriver
@@ -150,7 +151,8 @@ class EmbeddedBroker:
         for name, count in (topics or {}).items():
             self.log.create_topic(name, count)
         self.coordinator = GroupCoordinator(coordinator_config or CoordinatorConfig())
-        self.api_versions = wire.versions_for(self.coordinator.config.flavour)
+        config = self.coordinator.config
+        self.api_versions = wire.versions_for(config.flavour, config.serves_consumer_protocol)
         self.faults = Faults(_cutter=self._cut, _group_view=self.coordinator.group_state)
         self._server: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -161,9 +163,10 @@ class EmbeddedBroker:
         # The request handlers, by API family; each reads the broker's settings as it answers.
         self._driver = CoordinatorDriver(self.coordinator, on_change=self._changed)
         self._data = DataApis(self, on_change=self._changed)
+        self._group_apis = GroupApis(self, self._driver)
         self._handlers: dict[int, Handler] = {
             **self._data.handlers(),
-            **GroupApis(self, self._driver).handlers(),
+            **self._group_apis.handlers(),
             **AdminApis(self, self._driver).handlers(),
         }
 
@@ -265,6 +268,37 @@ class EmbeddedBroker:
 
     def group(self, group_id: str) -> GroupView | None:
         return self.coordinator.group_state(group_id)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroupView | None:
+        """A KIP-848 consumer group's snapshot (None: there is no consumer group of that id)."""
+        self._group_apis.sync_topics()
+        return self.coordinator.consumer_group_state(group_id)
+
+    async def wait_for_consumer_group(
+        self,
+        group_id: str,
+        predicate: Callable[[ConsumerGroupView | None], bool],
+        timeout: float = 10.0,
+    ) -> ConsumerGroupView | None:
+        """:meth:`wait_for_group` for a KIP-848 consumer group."""
+        await self.wait_until(lambda: predicate(self.consumer_group(group_id)), timeout)
+        return self.consumer_group(group_id)
+
+    def set_group_config(
+        self,
+        group_id: str,
+        *,
+        session_timeout_ms: int | None = None,
+        heartbeat_interval_ms: int | None = None,
+    ) -> None:
+        """A consumer group's ``consumer.session.timeout.ms`` and
+        ``consumer.heartbeat.interval.ms`` (Kafka's group configs, within the broker's
+        ``group.consumer.min/max.*``), taking effect at the members' next heartbeats."""
+        self.coordinator.set_group_config(
+            group_id,
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+        )
 
     async def wait_for_group(
         self, group_id: str, predicate: Callable[[GroupView | None], bool], timeout: float = 10.0

@@ -18,7 +18,11 @@ The state machine is :class:`GroupCoordinator`, in three layers: this module's p
 (each request's entry point, offsets, DeleteGroups, failover, inspection) over
 :mod:`~aiogroup.testing.embedded.member_requests` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
 over :mod:`~aiogroup.testing.embedded.rebalance` (the transitions, timers and answer delivery
-they share); the group and its members are :mod:`~aiogroup.testing.embedded.group`'s.
+they share); the group and its members are :mod:`~aiogroup.testing.embedded.group`'s. Beside
+them, KIP-848's consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe, mixed groups)
+are :mod:`~aiogroup.testing.embedded.consumer_admin` over
+:mod:`~aiogroup.testing.embedded.consumer_classic` over
+:mod:`~aiogroup.testing.embedded.consumer_requests`, in the same namespace of groups.
 
 How the server wires it (one coordinator per broker, shared by every connection)::
 
@@ -72,6 +76,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 
+from aiogroup.testing.embedded.consumer_admin import ConsumerGroupAdmin
 from aiogroup.testing.embedded.group import ClassicGroup, State
 from aiogroup.testing.embedded.member_requests import MemberRequests
 from aiogroup.testing.embedded.messages import (
@@ -147,7 +152,7 @@ GroupState = State
 """The classic group states (``Empty``, ``PreparingRebalance``, ...) as Kafka spells them."""
 
 
-class GroupCoordinator(MemberRequests):
+class GroupCoordinator(ConsumerGroupAdmin, MemberRequests):
     """Kafka's classic group coordinator, sans-I/O. See the module docstring for the wiring.
 
     ``id_factory(prefix)`` makes member ids (default ``f"{prefix}-{uuid4()}"``, the prefix being
@@ -181,13 +186,15 @@ class GroupCoordinator(MemberRequests):
         self._timers = []
         self._seq = 0
         self._flushing = False
+        self._init_consumer_groups()  # KIP-848 groups (consumer_requests.py)
 
     # ================================================================ a member's requests
 
     def join_group(self, request: JoinGroupRequestData, now: float, respond: JoinCallback) -> None:
         """Handle a JoinGroup; ``respond`` is called once, now or later (``handleJoinGroup``)."""
         self._run_timers(now)
-        self._join(request, now, respond)
+        if not self._consumer_join(request, now, respond):  # a consumer group's id?
+            self._join(request, now, respond)
         self._run_timers(now)
         self._flush()
 
@@ -195,14 +202,17 @@ class GroupCoordinator(MemberRequests):
         """Handle a SyncGroup; ``respond`` is called once, now or when the leader's assignment
         arrives (``handleSyncGroup``)."""
         self._run_timers(now)
-        self._sync(request, now, respond)
+        if not self._consumer_sync(request, now, respond):  # a consumer group's member?
+            self._sync(request, now, respond)
         self._run_timers(now)
         self._flush()
 
     def heartbeat(self, request: HeartbeatRequestData, now: float) -> HeartbeatResponseData:
         """``handleHeartbeat``: refreshes the session of a valid member."""
         self._run_timers(now)
-        code = self._heartbeat(request, now)
+        code = self._consumer_classic_heartbeat(request, now)  # a consumer group's member?
+        if code is None:
+            code = self._heartbeat(request, now)
         self._run_timers(now)
         self._flush()
         return HeartbeatResponseData(error_code=code)
@@ -210,7 +220,7 @@ class GroupCoordinator(MemberRequests):
     def leave_group(self, request: LeaveGroupRequestData, now: float) -> LeaveGroupResponseData:
         """``handleLeaveGroup``: per-member results (v3+ batch; KIP-345 leave by instance id)."""
         self._run_timers(now)
-        response = self._leave(request, now)
+        response = self._consumer_classic_leave(request, now) or self._leave(request, now)
         self._run_timers(now)
         self._flush()
         return response
@@ -234,6 +244,9 @@ class GroupCoordinator(MemberRequests):
                 tuple((p.topic, p.partition, int(code)) for p in req.partitions)
             )
 
+        consumer = self._consumer_commit(req)  # a consumer group's, or v9's missing group
+        if consumer is not None:
+            return consumer
         group = self._groups.get(req.group_id)
         if group is None:
             if req.generation_id >= 0:
@@ -307,7 +320,11 @@ class GroupCoordinator(MemberRequests):
 
     def fetch_offsets(self, request: OffsetFetchRequestData) -> OffsetFetchResponseData:
         """``handleFetchOffsets``: committed offsets whatever the group's state; -1 (with empty
-        metadata) for partitions without one; ``partitions`` None returns all of them."""
+        metadata) for partitions without one; ``partitions`` None returns all of them. v9
+        naming a consumer group's member is refused unless it is one, at its epoch."""
+        error = self._consumer_fetch_error(request)
+        if error is not None:
+            return OffsetFetchResponseData(error_code=error)
         store = self._offsets.get(request.group_id, {})
         if request.partitions is None:
             keys = sorted(store)
@@ -409,7 +426,7 @@ class GroupCoordinator(MemberRequests):
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
             for g in self._groups.values()
             if not g.is_in(State.DEAD) and (wanted is None or g.state.value.lower() in wanted)
-        ]
+        ] + self._consumer_listed(wanted)
 
     def delete_groups(self, group_ids: Sequence[str], now: float) -> list[tuple[str, int]]:
         """``handleDeleteGroups``: only Empty groups go (Dead, with their offsets)."""
@@ -417,7 +434,10 @@ class GroupCoordinator(MemberRequests):
         out: list[tuple[str, int]] = []
         for gid in group_ids:
             group = self._groups.get(gid)
-            if group is None or group.is_in(State.DEAD):
+            consumer = self._consumer_delete(gid)
+            if consumer is not None:
+                out.append((gid, int(consumer)))
+            elif group is None or group.is_in(State.DEAD):
                 out.append((gid, int(ErrorCode.GROUP_ID_NOT_FOUND)))
             elif group.is_in(State.EMPTY):
                 group.transition_to(State.DEAD, now)
@@ -451,6 +471,7 @@ class GroupCoordinator(MemberRequests):
                 group.transition_to(State.DEAD, now)
                 del self._groups[gid]
                 self._offsets.pop(gid, None)
+        self._consumer_cleanup()
         self._flush()
         return removed
 
@@ -474,7 +495,7 @@ class GroupCoordinator(MemberRequests):
         old = self._groups
         self._groups = {}
         self._timers = []
-        for gid in sorted(set(old) | set(self._offsets)):
+        for gid in sorted((set(old) | set(self._offsets)) - set(self._consumer_groups)):
             stored = old[gid].stored if gid in old else None
             if stored is None and gid not in self._offsets:
                 continue
@@ -486,6 +507,7 @@ class GroupCoordinator(MemberRequests):
             if max_size is not None and len(group.members) > max_size:
                 # Over capacity after a config change: rebalance so members can commit first.
                 self._prepare_rebalance(group, now)
+        self._consumer_failover(now)
         self._run_timers(now)
         self._flush()
 

@@ -44,7 +44,7 @@ logger = logging.getLogger("aiogroup.testing.embedded.faults")
 Action = Literal["delay", "drop", "fail"]
 
 #: APIs whose failure is injected before the coordinator sees the request.
-GROUP_APIS = frozenset({11, 12, 13, 14})
+GROUP_APIS = frozenset({11, 12, 13, 14, 68})  # 68: ConsumerGroupHeartbeat (KIP-848)
 
 
 @dataclass(slots=True)

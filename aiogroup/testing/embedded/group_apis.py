@@ -1,7 +1,9 @@
-"""The embedded broker's group APIs: the wire side of the classic group coordinator.
+"""The embedded broker's group APIs: the wire side of the group coordinator.
 
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups,
-ListGroups, DeleteGroups and FindCoordinator. :class:`GroupApis` turns kafka-python's request
+ListGroups, DeleteGroups and FindCoordinator, and KIP-848's ConsumerGroupHeartbeat and
+ConsumerGroupDescribe (whose groups are told the broker's topics, with their ids, before each
+of those requests). :class:`GroupApis` turns kafka-python's request
 objects into the coordinator's messages (:mod:`~aiogroup.testing.embedded.messages`), calls
 the coordinator through its driver (:mod:`~aiogroup.testing.embedded.driver`) and turns its
 answers into response values, version by version. What the coordinator leaves to the broker
@@ -11,6 +13,7 @@ shapes of LeaveGroup and OffsetFetch errors.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from aiogroup.testing import wire
@@ -23,8 +26,15 @@ from aiogroup.testing.embedded.connection import (
     Values,
     advertised_port,
 )
+from aiogroup.testing.embedded.consumer_messages import (
+    ConsumerGroupHeartbeatRequestData,
+    DescribedTopicPartitions,
+    TopicMetadata,
+)
 from aiogroup.testing.embedded.driver import CoordinatorDriver
 from aiogroup.testing.embedded.messages import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    GROUP_OPERATIONS,
     ErrorCode,
     HeartbeatRequestData,
     JoinGroupRequestData,
@@ -48,6 +58,20 @@ class GroupApis:
         self._node = node
         self._driver = driver
         self._coordinator = driver.coordinator
+        self._topics_version = -1
+
+    def sync_topics(self) -> None:
+        """Tell the coordinator the broker's topics if they changed since it was last told
+        (Kafka's coordinator gets each new metadata image)."""
+        log = self._node.log
+        if log.version == self._topics_version:
+            return
+        self._topics_version = log.version
+        topics = [TopicMetadata(t.name, t.topic_id, len(t.partitions)) for t in log.topics.values()]
+        try:
+            self._coordinator.update_topics(topics, self._driver.now())
+        finally:
+            self._driver.rearm()
 
     def handlers(self) -> dict[int, Handler]:
         """API key -> handler."""
@@ -62,6 +86,8 @@ class GroupApis:
             15: self.describe_groups,
             16: self.list_groups,
             42: self.delete_groups,
+            68: self.consumer_group_heartbeat,
+            69: self.consumer_group_describe,
         }
 
     async def join_group(self, conn: Connection, req: wire.Request) -> Values | Never:
@@ -212,6 +238,7 @@ class GroupApis:
                 generation_id=b.generation_id_or_member_epoch,
                 member_id=b.member_id or "",
                 group_instance_id=b.group_instance_id if req.api_version >= 7 else None,
+                api_version=req.api_version,
             )
             try:
                 resp = self._coordinator.commit_offsets(data, self._driver.now())
@@ -229,7 +256,11 @@ class GroupApis:
         return {"topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
 
     def _fetch_group_offsets(
-        self, group_id: str, topics: list[Any] | None, require_stable: bool
+        self,
+        group_id: str,
+        topics: list[Any] | None,
+        require_stable: bool,
+        member: tuple[str | None, int] = (None, -1),
     ) -> tuple[int, list[Values]]:
         wanted = (
             None
@@ -238,7 +269,11 @@ class GroupApis:
         )
         resp = self._coordinator.fetch_offsets(
             OffsetFetchRequestData(
-                group_id=group_id, partitions=wanted, require_stable=require_stable
+                group_id=group_id,
+                partitions=wanted,
+                require_stable=require_stable,
+                member_id=member[0],
+                member_epoch=member[1],
             )
         )
         grouped: dict[str, list[Values]] = {}
@@ -260,7 +295,8 @@ class GroupApis:
         if req.api_version >= 8:
             groups = []
             for g in b.groups or []:
-                error_code, topics = self._fetch_group_offsets(g.group_id, g.topics, stable)
+                member = (g.member_id, g.member_epoch) if req.api_version >= 9 else (None, -1)
+                error_code, topics = self._fetch_group_offsets(g.group_id, g.topics, stable, member)
                 groups.append({"group_id": g.group_id, "topics": topics, "error_code": error_code})
             return {"groups": groups}
         error_code, topics = self._fetch_group_offsets(b.group_id, b.topics, stable)
@@ -329,6 +365,104 @@ class GroupApis:
         return {
             "throttle_time_ms": 0,
             "results": [{"group_id": g, "error_code": code} for g, code in results],
+        }
+
+    async def consumer_group_heartbeat(self, conn: Connection, req: wire.Request) -> Values:
+        b = req.body
+        self.sync_topics()
+        data = ConsumerGroupHeartbeatRequestData(
+            group_id=b.group_id,
+            member_id=b.member_id,
+            member_epoch=b.member_epoch,
+            instance_id=b.instance_id,
+            rack_id=b.rack_id,
+            rebalance_timeout_ms=b.rebalance_timeout_ms,
+            subscribed_topic_names=(
+                None if b.subscribed_topic_names is None else list(b.subscribed_topic_names)
+            ),
+            subscribed_topic_regex=b.subscribed_topic_regex if req.api_version >= 1 else None,
+            server_assignor=b.server_assignor,
+            topic_partitions=(
+                None
+                if b.topic_partitions is None
+                else [(uuid.UUID(str(t.topic_id)), list(t.partitions)) for t in b.topic_partitions]
+            ),
+            client_id=conn.client_id,
+            client_host=conn.peer,
+            api_version=req.api_version,
+        )
+        try:
+            resp = self._coordinator.consumer_group_heartbeat(data, self._driver.now())
+        finally:
+            self._driver.rearm()
+        assignment = None
+        if resp.assignment is not None:
+            assignment = {
+                "topic_partitions": [
+                    {"topic_id": topic_id, "partitions": list(partitions)}
+                    for topic_id, partitions in resp.assignment.items()
+                ]
+            }
+        return {
+            "throttle_time_ms": 0,
+            "error_code": resp.error_code,
+            "error_message": resp.error_message,
+            "member_id": resp.member_id,
+            "member_epoch": resp.member_epoch,
+            "heartbeat_interval_ms": resp.heartbeat_interval_ms,
+            "assignment": assignment,
+        }
+
+    async def consumer_group_describe(self, conn: Connection, req: wire.Request) -> Values:
+        self.sync_topics()
+        described = self._coordinator.consumer_group_describe(list(req.body.group_ids or []))
+        # With no authorizer every group operation is allowed; not asked for: Integer.MIN_VALUE.
+        include = bool(req.body.include_authorized_operations)
+        operations = GROUP_OPERATIONS if include else AUTHORIZED_OPERATIONS_OMITTED
+
+        def parts(assigned: tuple[DescribedTopicPartitions, ...]) -> Values:
+            return {
+                "topic_partitions": [
+                    {
+                        "topic_id": t.topic_id,
+                        "topic_name": t.topic_name,
+                        "partitions": list(t.partitions),
+                    }
+                    for t in assigned
+                ]
+            }
+
+        return {
+            "throttle_time_ms": 0,
+            "groups": [
+                {
+                    "error_code": g.error_code,
+                    "error_message": g.error_message,
+                    "group_id": g.group_id,
+                    "group_state": g.group_state,
+                    "group_epoch": g.group_epoch,
+                    "assignment_epoch": g.assignment_epoch,
+                    "assignor_name": g.assignor_name,
+                    "members": [
+                        {
+                            "member_id": m.member_id,
+                            "instance_id": m.instance_id,
+                            "rack_id": m.rack_id,
+                            "member_epoch": m.member_epoch,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "subscribed_topic_names": list(m.subscribed_topic_names),
+                            "subscribed_topic_regex": m.subscribed_topic_regex,
+                            "assignment": parts(m.assignment),
+                            "target_assignment": parts(m.target_assignment),
+                            "member_type": m.member_type,
+                        }
+                        for m in g.members
+                    ],
+                    "authorized_operations": operations,
+                }
+                for g in described
+            ],
         }
 
     async def find_coordinator(self, conn: Connection, req: wire.Request) -> Values:

@@ -196,6 +196,9 @@ class Log:
 
     def __init__(self) -> None:
         self.topics: dict[str, Topic] = {}
+        #: Moves whenever a topic is created, deleted or grows (the coordinator's KIP-848
+        #: groups are told the topics again when it moved).
+        self.version = 0
 
     def create_topic(self, name: str, num_partitions: int) -> Topic:
         if not name or num_partitions < 1:
@@ -204,15 +207,18 @@ class Log:
             )
         topic = Topic(name, [PartitionLog() for _ in range(num_partitions)])
         self.topics[name] = topic
+        self.version += 1
         return topic
 
     def delete_topic(self, name: str) -> bool:
+        self.version += 1
         return self.topics.pop(name, None) is not None
 
     def add_partitions(self, name: str, count: int) -> None:
         topic = self.topics[name]
         while len(topic.partitions) < count:
             topic.partitions.append(PartitionLog())
+        self.version += 1
 
     def partition(self, name: str, index: int) -> PartitionLog | None:
         topic = self.topics.get(name)

@@ -69,6 +69,7 @@ class ErrorCode(IntEnum):
     INVALID_SESSION_TIMEOUT = 26
     REBALANCE_IN_PROGRESS = 27
     UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
     NON_EMPTY_GROUP = 68
@@ -76,6 +77,11 @@ class ErrorCode(IntEnum):
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128
 
 
 #: JoinGroupRequest.UNKNOWN_MEMBER_ID: the member id of a member that has none yet.
@@ -208,13 +214,15 @@ class OffsetCommitPartition:
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitRequestData:
-    """``generation_id`` -1 with empty ``member_id``: a simple (admin / assign()) commit."""
+    """``generation_id`` -1 with empty ``member_id``: a simple (admin / assign()) commit.
+    From v9 ``generation_id`` is a consumer group member's epoch (KIP-848)."""
 
     group_id: str
     partitions: Sequence[OffsetCommitPartition]
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
+    api_version: int = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,11 +234,14 @@ class OffsetCommitResponseData:
 
 @dataclass(frozen=True, slots=True)
 class OffsetFetchRequestData:
-    """``partitions`` None asks for every committed offset of the group (v2+)."""
+    """``partitions`` None asks for every committed offset of the group (v2+). v9 names the
+    member of a consumer group asking, and its epoch (KIP-848; None and -1: nobody)."""
 
     group_id: str
     partitions: Sequence[tuple[str, int]] | None = None
     require_stable: bool = False
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)

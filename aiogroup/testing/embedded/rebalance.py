@@ -343,7 +343,7 @@ class RebalanceCore:
         # until the earliest live deadline is in the future. Each expiry clears or pushes back
         # the deadline it fired, so this ends; the bound is a safety net.
         for _ in range(1_000_000):
-            deadline = self.next_deadline()
+            deadline = RebalanceCore.next_deadline(self)  # the classic timers only
             if deadline is None or deadline > now:
                 return
             _, _, kind, gid, mid = heapq.heappop(self._timers)

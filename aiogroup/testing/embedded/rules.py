@@ -17,9 +17,10 @@ The member order and the protocol vote's tie-break, which follow each version's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiogroup.errors import ConfigurationError
+from aiogroup.testing.embedded.consumer_messages import ConsumerGroupSettings
 from aiogroup.testing.embedded.messages import (
     AUTHORIZED_OPERATIONS_OMITTED,
     GROUP_CONFIG_OPERATIONS,
@@ -314,12 +315,21 @@ class CoordinatorConfig:
     #: member id to heartbeat with yet). Kafka: ``NewMemberJoinTimeoutMs`` = 5 minutes.
     new_member_join_timeout_ms: int = 300_000
     flavour: str = "kafka4"
+    #: KIP-848's consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe): Kafka's
+    #: ``group.coordinator.rebalance.protocols`` including ``consumer``. None: the flavour's
+    #: default, served by ``kafka4`` only; True on ``kafka3`` serves them as 3.7-3.9 did behind
+    #: that flag (ConsumerGroupHeartbeat v0); Kafka 2.3 had none.
+    consumer_protocol: bool | None = None
+    #: The ``group.consumer.*`` settings of consumer groups.
+    consumer_group: ConsumerGroupSettings = field(default_factory=ConsumerGroupSettings)
 
     def __post_init__(self) -> None:
         if self.flavour not in FLAVOURS:
             raise ConfigurationError(
                 f"flavour must be one of {', '.join(FLAVOURS)}, not {self.flavour!r}"
             )
+        if self.consumer_protocol and self.flavour == "kafka2":
+            raise ConfigurationError("consumer_protocol: Kafka 2.3 has no KIP-848 groups")
         if self.initial_rebalance_delay_ms < 0:
             raise ConfigurationError("initial_rebalance_delay_ms must be >= 0")
         if not 0 <= self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
@@ -328,3 +338,10 @@ class CoordinatorConfig:
             raise ConfigurationError("group_max_size must be >= 1 (or None)")
         if self.offset_metadata_max_bytes < 0 or self.new_member_join_timeout_ms < 0:
             raise ConfigurationError("offset_metadata_max_bytes and timeouts must be >= 0")
+
+    @property
+    def serves_consumer_protocol(self) -> bool:
+        """Whether KIP-848's consumer groups are served (:attr:`consumer_protocol`)."""
+        if self.consumer_protocol is None:
+            return self.flavour == "kafka4"
+        return self.consumer_protocol

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from aiogroup.errors import ConfigurationError
 from aiogroup.testing.embedded.broker import EmbeddedBroker
+from aiogroup.testing.embedded.consumer_messages import ConsumerGroupView
 from aiogroup.testing.embedded.faults import FaultEvent, FaultRule
 from aiogroup.testing.embedded.messages import GroupView
 from aiogroup.testing.loop_thread import start_loop_thread, stop_loop_thread
@@ -99,6 +100,24 @@ class ThreadedBroker:
     ) -> GroupView | None:
         """Block until ``predicate(view)`` holds; raises ``TimeoutError`` after ``timeout``."""
         return self.run(self.broker.wait_for_group(group_id, predicate, timeout), timeout + 5)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroupView | None:
+        return self.call(lambda: self.broker.consumer_group(group_id))
+
+    def wait_for_consumer_group(
+        self,
+        group_id: str,
+        predicate: Callable[[ConsumerGroupView | None], bool],
+        timeout: float = 10.0,
+    ) -> ConsumerGroupView | None:
+        """:meth:`wait_for_group` for a KIP-848 consumer group."""
+        return self.run(
+            self.broker.wait_for_consumer_group(group_id, predicate, timeout), timeout + 5
+        )
+
+    def set_group_config(self, group_id: str, **settings: int | None) -> None:
+        """:meth:`EmbeddedBroker.set_group_config`."""
+        self.call(lambda: self.broker.set_group_config(group_id, **settings))
 
     def create_topic(self, name: str, num_partitions: int = 1) -> None:
         self.call(lambda: self.broker.create_topic(name, num_partitions))

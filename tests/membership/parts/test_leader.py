@@ -3,6 +3,7 @@ stale claims, and the marks it puts in its assignments."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import pytest
@@ -15,12 +16,14 @@ from aiogroup.membership.leader import (
     Leadership,
     announce_hand_off_aware,
     leader_marks,
+    without_marks,
 )
 from aiogroup.protocol import (
     Assignment,
     Subscription,
     TopicPartition,
     decode_assignment,
+    encode_assignment,
     encode_subscription,
     to_topic_partitions,
 )
@@ -73,7 +76,7 @@ def test_a_plain_round_is_planned_and_remembered() -> None:
     assert [m for m, _ in encoded] == ["a", "b"]  # sorted by member id
     got = decoded(encoded)
     assert owned(got["a"]) == tps("t-0", "t-1") and owned(got["b"]) == tps("t-2")
-    assert {a.user_data for a in got.values()} == {HAND_OFF_AWARE}  # nothing withheld
+    assert {leader_marks(a) for a in got.values()} == {frozenset({HAND_OFF_AWARE})}  # none withheld
     assert ld.last_plan is not None and ld.snapshot == META
     assert ld.round is None and not ld.follow_up_coming(1)
     assert not ld.partitions_changed({"t": 3, "other": 1})
@@ -108,7 +111,7 @@ def withholding_round(ld: Leadership, generation: int = 1, now: float = 100.0) -
     encoded = ld.plan(FixedAssignor({"b": tps("t-0")}), generation, META, cooperative=True)
     got = decoded(encoded)
     assert owned(got["b"]) == frozenset() and owned(got["a"]) == frozenset()
-    assert got["a"].user_data == HAND_OFF_AWARE + b" " + FOLLOW_UP
+    assert leader_marks(got["a"]) == {HAND_OFF_AWARE, FOLLOW_UP}
     ld.synced(generation, now)
 
 
@@ -141,7 +144,7 @@ def test_no_follow_up_mark_in_large_groups() -> None:
     ld.joined(members(claims))
     got = decoded(ld.plan(FixedAssignor({"b": tps("t-0")}), 1, META, cooperative=True))
     assert ld.follow_up_coming(1)
-    assert {a.user_data for a in got.values()} == {HAND_OFF_AWARE}
+    assert {leader_marks(a) for a in got.values()} == {frozenset({HAND_OFF_AWARE})}
 
 
 def test_a_persisting_claim_waits_for_proof_then_is_ignored() -> None:
@@ -187,23 +190,27 @@ def test_a_follower_remembers_no_round() -> None:
     assert ld.round is None and ld.snapshot is None and ld.group_topics == frozenset()
 
 
-def test_marks() -> None:
+def test_marks_are_entries_without_partitions_and_leave_the_user_data_alone() -> None:
     assignments = {"a": Assignment({"t": (0,)}), "b": Assignment({}, user_data=b"theirs")}
     marked = announce_hand_off_aware(assignments, follow_up=True)
-    assert marked["a"].user_data == HAND_OFF_AWARE + b" " + FOLLOW_UP
+    assert marked["a"].user_data is None  # Kafka 4's online upgrade refuses user data
     assert marked["b"].user_data == b"theirs"  # the assignor's own user data stays
-    assert leader_marks(marked["a"].user_data) == {HAND_OFF_AWARE, FOLLOW_UP}
-    assert leader_marks(b"aiogroup:hand-off/1 aiogroup:later/9") >= {HAND_OFF_AWARE}
-    assert leader_marks(b"theirs") == frozenset() and leader_marks(None) == frozenset()
+    wire = decode_assignment(encode_assignment(marked["a"]))
+    assert leader_marks(wire) == {HAND_OFF_AWARE, FOLLOW_UP}
+    assert to_topic_partitions(wire.partitions) == [TopicPartition("t", 0)]  # nothing more
+    assert without_marks(wire).partitions.keys() == {"t"}
+    assert without_marks(marked["b"]) == assignments["b"]
+    assert leader_marks(announce_hand_off_aware(assignments)["b"]) == {HAND_OFF_AWARE}
+    # No topic can be named like a mark (Kafka's names are [a-zA-Z0-9._-]).
+    assert not any(
+        re.fullmatch(r"[a-zA-Z0-9._-]+", m.decode()) for m in (HAND_OFF_AWARE, FOLLOW_UP)
+    )
 
 
-def test_without_marks_a_cooperative_round_carries_no_user_data() -> None:
-    """``hand_off_marks=False``: the same withholding round, and every assignment without user
-    data, as Kafka 4.x needs to convert the group to the consumer protocol (KIP-848)."""
-    ld = Leadership(handover_wait=HANDOVER, receipt_wait=RECEIPT, marks=False)
-    ld.joined(members({"a": ((0,), 0), "b": ((), -1)}))
-    got = decoded(ld.plan(FixedAssignor({"b": tps("t-0"), "a": tps("t-1")}), 1, META,
-                          cooperative=True))  # fmt: skip
-    assert owned(got["a"]) == tps("t-1") and owned(got["b"]) == frozenset()  # t-0 withheld
-    assert ld.round is not None and ld.follow_up_coming(1)  # remembered all the same
-    assert {a.user_data for a in got.values()} == {None}
+def test_an_older_aiogroup_leaders_marks_in_the_user_data_are_read_and_taken_out() -> None:
+    legacy = Assignment({"t": (0,)}, user_data=b"aiogroup:hand-off/1 aiogroup:later/9")
+    assert leader_marks(legacy) >= {HAND_OFF_AWARE}
+    assert without_marks(legacy) == Assignment({"t": (0,)})
+    theirs = Assignment({"t": (0,)}, user_data=b"theirs")
+    assert leader_marks(theirs) == frozenset() and without_marks(theirs) is theirs
+    assert leader_marks(Assignment()) == frozenset()
