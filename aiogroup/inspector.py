@@ -40,6 +40,7 @@ from typing import Any
 
 from aiogroup.assignors.base import RebalanceProtocol
 from aiogroup.errors import AiogroupError, CodecError, error_for_code
+from aiogroup.membership.leader import without_marks
 from aiogroup.migration import CLASSIC, MEMBER_TYPES, migration_status
 from aiogroup.protocol import decode_assignment, decode_subscription, generation_from_user_data
 from aiogroup.protocol.types import (
@@ -142,8 +143,9 @@ class MemberDescription:
     member_type: str | None = None
     #: A consumer group member's target assignment (KIP-848): what the broker is moving it to.
     target: Partitions | None = None
-    #: The user data of the member's assignment in a classic group (None: none). Kafka 4.x
-    #: refuses to convert a classic group to the consumer protocol while any member has some.
+    #: The user data of the member's assignment in a classic group (None: none): a custom
+    #: assignor's. Kafka 4.x refuses to convert a classic group to the consumer protocol while
+    #: any member has some. (An aiogroup leader's marks are assignment entries, not user data.)
     assignment_user_data: bytes | None = None
 
     @property
@@ -279,7 +281,9 @@ def _decode_member(raw: RawMember, stable: bool) -> MemberDescription:
     if raw.assignment:
         try:
             decoded = decode_assignment(raw.assignment)
-            assignment = frozenset(to_topic_partitions(decoded.partitions))
+            # An aiogroup leader's marks are entries without partitions (nothing assigned);
+            # the user data is kept as Kafka sees it, an older leader's marks included.
+            assignment = frozenset(to_topic_partitions(without_marks(decoded).partitions))
             user_data = decoded.user_data or None
         except CodecError as exc:
             problems.append(f"assignment undecodable: {exc}")

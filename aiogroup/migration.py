@@ -9,9 +9,10 @@ What Kafka 4.x does (``GroupMetadataManager`` and the group classes of its group
   upgrades (``bidirectional``, the default, or ``upgrade``), the group uses the consumer embedded
   protocol (protocol type ``consumer``), it has no more members than
   ``group.consumer.max.size``, and no member's current assignment carries user data (Kafka 4.1
-  refuses: "userData from a custom assignor would be lost"). Otherwise the joining member is
-  answered GROUP_ID_NOT_FOUND and the group stays classic. The group epoch starts at the
-  classic generation; each classic member keeps its member id and its assignment.
+  refuses: "userData from a custom assignor would be lost"; an aiogroup leader's marks are
+  assignment entries without partitions, not user data, and Kafka skips them). Otherwise the
+  joining member is answered GROUP_ID_NOT_FOUND and the group stays classic. The group epoch
+  starts at the classic generation; each classic member keeps its member id and its assignment.
 * **A mixed group.** The remaining classic members are served through JoinGroup, SyncGroup and
   Heartbeat: the broker assigns them (its server assignor, as the others), their generation is
   their member epoch, and a heartbeat answers REBALANCE_IN_PROGRESS when they must rejoin to
@@ -36,6 +37,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from aiogroup.membership.leader import MARK_PREFIX
 
 if TYPE_CHECKING:
     from aiogroup.inspector import GroupDescription, MemberDescription
@@ -115,6 +118,12 @@ class MigrationStatus:
         }
 
 
+def _legacy_marks(user_data: bytes | None) -> bool:
+    """User data an aiogroup 0.x leader wrote: its marks (``aiogroup:<name>/<version>``).
+    Today's leaders mark with assignment entries, which are no user data."""
+    return user_data is not None and user_data.startswith(MARK_PREFIX.encode())
+
+
 def _name(m: MemberDescription) -> str:
     return m.client_id or m.member_id
 
@@ -127,13 +136,23 @@ def _classic_status(group: GroupDescription) -> MigrationStatus:
             f"its protocol type is {group.protocol_type!r}, not 'consumer': only groups of "
             "consumers (the consumer embedded protocol) are converted"
         )
-    marked = sorted(_name(m) for m in group.members if m.assignment_user_data)
-    if marked:
+    carrying = [m for m in group.members if m.assignment_user_data]
+    legacy = sorted(_name(m) for m in carrying if _legacy_marks(m.assignment_user_data))
+    custom = sorted(_name(m) for m in carrying if not _legacy_marks(m.assignment_user_data))
+    if custom:
         blockers.append(
-            f"{len(marked)} member(s) hold an assignment with user data ({', '.join(marked)}): "
-            "Kafka refuses to convert a group whose assignments carry user data (it would be "
-            "lost); aiogroup leaders write their hand-off marks there unless every aiogroup "
-            "member runs with hand_off_marks=False"
+            f"{len(custom)} member(s) hold an assignment carrying a custom assignor's user data "
+            f"({', '.join(custom)}): Kafka refuses to convert the group, the consumer protocol "
+            "would lose it; stop the group and start it again with group_protocol='consumer' "
+            "(an empty group always converts), or roll the classic members onto a built-in "
+            "assignor (range, roundrobin, sticky, cooperative-sticky) first"
+        )
+    if legacy:
+        blockers.append(
+            f"{len(legacy)} member(s) hold an assignment whose user data carries an older "
+            f"aiogroup leader's marks ({', '.join(legacy)}): Kafka refuses to convert the "
+            "group while any does; roll the classic members onto a current aiogroup, whose "
+            "leader marks with assignment entries, not user data, first"
         )
     if not group.members:
         return MigrationStatus(

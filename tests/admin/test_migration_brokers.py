@@ -1,25 +1,29 @@
 """``aiogroup group describe`` on a live broker while a group moves to the consumer protocol
-(KIP-848's online upgrade): a classic group whose aiogroup leader marks its assignments is told
-blocked, and the broker indeed refuses the consumer-protocol member with the reason; a group
-without the marks is converted, and its mixed members are told apart by the protocol they speak
+(KIP-848's online upgrade): a classic group whose leader runs a custom assignor writing
+assignment user data is told blocked, and the broker indeed refuses the consumer-protocol member
+with the reason; a group an aiogroup cooperative-sticky leader marks (entries, not user data) is
+told upgradable and converted, and its mixed members are told apart by the protocol they speak
 (ConsumerGroupDescribe v1's MemberType, as the broker answers it)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import pytest
 
 from aiogroup import Consumer
+from aiogroup.assignors.range import RangeAssignor
 from aiogroup.errors import KafkaError
 from aiogroup.inspector import GroupDescription, assess, describe_group
 from aiogroup.migration import Stage, Upgrade, migration_status
+from aiogroup.protocol import Assignment, Subscription
 from aiogroup.testing.fixtures import BrokerHandle
 from tests.conformance.peers import create_topic
 
@@ -74,17 +78,34 @@ def _complete(n: int) -> Callable[[GroupDescription], bool]:
     return lambda d: len(d.members) == n and assess(d, expected_members=n).safe
 
 
+class StatefulRange(RangeAssignor):
+    """A custom assignor as users write them: range, with state of its own in each
+    assignment's user data (which the consumer protocol has nowhere to keep)."""
+
+    name = "stateful-range"
+
+    def assign(self, partitions_per_topic: Mapping[str, int],
+               subscriptions: Mapping[str, Subscription], *,
+               group_instance_ids: Mapping[str, str | None] | None = None,
+               ) -> dict[str, Assignment]:  # fmt: skip
+        plan = super().assign(partitions_per_topic, subscriptions,
+                              group_instance_ids=group_instance_ids)  # fmt: skip
+        return {m: dataclasses.replace(a, user_data=b"custom-state") for m, a in plan.items()}
+
+
 @pytest.mark.parametrize("kafka_broker", BROKERS, indirect=True)
-async def test_a_marked_classic_group_is_told_blocked_and_the_broker_refuses(
+async def test_a_custom_assignors_user_data_is_told_blocked_and_the_broker_refuses(
     kafka_broker: BrokerHandle,
 ) -> None:
     topic, group = _setup(kafka_broker, uuid.uuid4().hex[:8])
     b = kafka_broker.bootstrap
-    async with Consumer(b, group, topics=[topic], client_id="marked", session_timeout_ms=6000,
-                        heartbeat_interval_ms=300):
+    async with Consumer(b, group, topics=[topic], client_id="custom", session_timeout_ms=6000,
+                        heartbeat_interval_ms=300, assignors=[StatefulRange()]):  # fmt: skip
         d = await _until(b, group, _complete(1), "the classic member assigned")
+        assert [m.assignment_user_data for m in d.members] == [b"custom-state"]
         status = migration_status(d)
-        assert status.upgrade is Upgrade.BLOCKED and "(marked)" in status.blockers[0]
+        assert status.upgrade is Upgrade.BLOCKED and "(custom)" in status.blockers[0]
+        assert "custom assignor's user data" in status.blockers[0]
         code, text = await _cli("describe", group, "--bootstrap", b, "--json")
         assert code == 0 and json.loads(text)["migration"]["upgrade"] == "blocked"
         joiner = Consumer(b, group, topics=[topic], client_id="new", group_protocol="consumer",
@@ -96,16 +117,18 @@ async def test_a_marked_classic_group_is_told_blocked_and_the_broker_refuses(
                     await joiner.getmany(timeout_ms=200)
         with contextlib.suppress(KafkaError):  # the fatal error is raised from every call
             await joiner.close()
-        assert refused.value.error_code == 69 and "hand_off_marks=False" in str(refused.value)
+        assert refused.value.error_code == 69
+        assert "custom assignor's user data" in str(refused.value)
         d = await describe_group(b, group)
-        assert d.group_type == "classic" and [m.client_id for m in d.members] == ["marked"]
+        assert d.group_type == "classic" and [m.client_id for m in d.members] == ["custom"]
 
 
 @pytest.mark.parametrize("kafka_broker", BROKERS, indirect=True)
 async def test_a_mixed_group_is_described_member_by_member(kafka_broker: BrokerHandle) -> None:
     topic, group = _setup(kafka_broker, uuid.uuid4().hex[:8])
     b = kafka_broker.bootstrap
-    classic = [Consumer(b, group, topics=[topic], client_id=f"classic-{i}", hand_off_marks=False,
+    # The default cooperative-sticky: its leader marks the assignments (entries, no user data).
+    classic = [Consumer(b, group, topics=[topic], client_id=f"classic-{i}",
                         session_timeout_ms=6000, heartbeat_interval_ms=300)
                for i in (1, 2)]  # fmt: skip
     joiner = Consumer(b, group, topics=[topic], client_id="consumer-1", group_protocol="consumer",
@@ -114,7 +137,11 @@ async def test_a_mixed_group_is_described_member_by_member(kafka_broker: BrokerH
         for c in classic:
             await c.start()
         d = await _until(b, group, _complete(2), "two classic members assigned")
-        assert migration_status(d).upgrade is Upgrade.POSSIBLE
+        assert d.protocol == "cooperative-sticky"
+        assert [m.assignment_user_data for m in d.members] == [None, None]
+        assert migration_status(d).upgrade is Upgrade.POSSIBLE and not migration_status(d).blockers
+        code, text = await _cli("describe", group, "--bootstrap", b, "--json")
+        assert code == 0 and json.loads(text)["migration"]["upgrade"] == "possible"
         await joiner.start()
         d = await _until(b, group, lambda d: d.consumer_protocol and _complete(3)(d),
                          "the group converted, all three assigned")  # fmt: skip

@@ -7,6 +7,7 @@ conversions."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import json
 import uuid
@@ -24,9 +25,17 @@ from aiogroup.inspector import (
     parse_consumer_group,
     parse_group,
 )
+from aiogroup.membership.leader import announce_hand_off_aware
 from aiogroup.migration import Stage, Upgrade, migration_status
-from aiogroup.protocol import Assignment, Subscription, encode_assignment, encode_subscription
+from aiogroup.protocol import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    encode_assignment,
+    encode_subscription,
+)
 from aiogroup.protocol.messages import ConsumerGroupDescribeResponse
+from aiogroup.protocol.types import TopicPartition
 from aiogroup.testing.wire import build
 from aiogroup.tools.group import render_describe, snapshot_json, watch
 
@@ -108,19 +117,54 @@ def test_a_classic_group_of_consumers_without_user_data_can_be_upgraded() -> Non
     assert {m.member_type for m in g.members} == {"classic"}
 
 
-def test_aiogroup_marks_in_an_assignment_block_the_upgrade() -> None:
-    """Kafka 4.1 refuses to convert while any assignment carries user data; aiogroup leaders
-    write their hand-off marks there unless told not to (hand_off_marks=False)."""
-    g = classic([classic_member("a", [0, 1, 2], user_data=MARK), classic_member("b", [3, 4, 5])])
+def test_a_custom_assignors_user_data_blocks_the_upgrade() -> None:
+    """Kafka 4.1 refuses to convert while any assignment carries user data (a custom
+    assignor's, which the consumer protocol would lose); the blocker says what to do."""
+    g = classic([classic_member("a", [0, 1, 2], user_data=b"custom-state"),
+                 classic_member("b", [3, 4, 5])])  # fmt: skip
     status = migration_status(g)
-    assert status.upgrade is Upgrade.BLOCKED
-    assert "1 member(s) hold an assignment with user data (a)" in status.blockers[0]
-    assert "hand_off_marks=False" in status.blockers[0]
+    assert status.upgrade is Upgrade.BLOCKED and len(status.blockers) == 1
+    assert "1 member(s) hold an assignment carrying a custom assignor's user data (a)" in (
+        status.blockers[0])
+    assert "group_protocol='consumer'" in status.blockers[0]
+    assert "built-in assignor" in status.blockers[0]
     text = render_describe(g, assess(g))
     assert "an upgrade to the consumer protocol would be refused" in text
     js = snapshot_json(g, assess(g))
     assert js["migration"]["upgrade"] == "blocked"
     assert [m["assignment_user_data"] for m in js["members"]] == [True, False]
+
+
+def test_a_group_an_aiogroup_cooperative_leader_marks_can_be_upgraded() -> None:
+    """An aiogroup cooperative-sticky leader's marks are assignment entries without partitions
+    (no user data), which Kafka skips: nothing blocks, and the marks are no partitions."""
+    plan = {"a-id": Assignment({TOPIC: (0, 1, 2)}), "b-id": Assignment({TOPIC: (3, 4, 5)})}
+    marked = announce_hand_off_aware(plan, follow_up=True)
+    raw = [classic_member(n, ()) for n in ("a", "b")]
+    members = [dataclasses.replace(r, assignment=encode_assignment(marked[r.member_id]))
+               for r in raw]  # fmt: skip
+    assert all(MARK.decode() in decode_assignment(m.assignment).partitions for m in members)
+    g = classic(members)
+    status = migration_status(g)
+    assert status.upgrade is Upgrade.POSSIBLE and status.blockers == ()
+    assert [m.assignment for m in g.members] == [
+        frozenset(TopicPartition(TOPIC, p) for p in (0, 1, 2)),
+        frozenset(TopicPartition(TOPIC, p) for p in (3, 4, 5)),
+    ]
+    assert [m.assignment_user_data for m in g.members] == [None, None]
+    assert g.topics == {TOPIC}
+    js = snapshot_json(g, assess(g))
+    assert js["migration"]["upgrade"] == "possible"
+
+
+def test_an_older_aiogroup_leaders_marks_in_the_user_data_block_the_upgrade() -> None:
+    """aiogroup 0.x leaders wrote their marks as user data, which Kafka refuses like any
+    other: the blocker names them and says to move the members to a current aiogroup."""
+    g = classic([classic_member("a", [0, 1, 2], user_data=MARK), classic_member("b", [3, 4, 5])])
+    status = migration_status(g)
+    assert status.upgrade is Upgrade.BLOCKED and len(status.blockers) == 1
+    assert "older aiogroup leader's marks (a)" in status.blockers[0]
+    assert "custom assignor" not in status.blockers[0]
 
 
 def test_a_group_of_another_protocol_type_cannot_be_converted() -> None:
