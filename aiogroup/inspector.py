@@ -40,6 +40,7 @@ from typing import Any
 
 from aiogroup.assignors.base import RebalanceProtocol
 from aiogroup.errors import AiogroupError, CodecError, error_for_code
+from aiogroup.group_lag import GroupLag, group_lag_of, read_group_lag
 from aiogroup.membership.leader import without_marks
 from aiogroup.migration import CLASSIC, MEMBER_TYPES, migration_status
 from aiogroup.protocol import decode_assignment, decode_subscription, generation_from_user_data
@@ -55,6 +56,7 @@ __all__ = [
     "Assessment",
     "GroupDescription",
     "GroupInspector",
+    "GroupLag",
     "GroupWatch",
     "MemberDescription",
     "MemberMode",
@@ -64,6 +66,7 @@ __all__ = [
     "assess",
     "describe_group",
     "format_partitions",
+    "group_lag_of",
     "parse_group",
     "protocol_of",
 ]
@@ -219,6 +222,8 @@ class GroupDescription:
 
     #: The broker sent each member's assignment in place of its metadata (KAFKA-9150).
     metadata_is_assignment: bool = False
+    #: The group's lag from its committed offsets (None: not asked, ``describe(with_lag=True)``).
+    lag: GroupLag | None = None
 
     @property
     def has_metadata(self) -> bool:
@@ -828,9 +833,23 @@ class GroupInspector:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def describe(self, *, with_partitions: bool = True) -> GroupDescription:
+    async def describe(
+        self, *, with_partitions: bool = True, with_lag: bool = False
+    ) -> GroupDescription:
         """One snapshot of the group. Raises a retriable error when the coordinator cannot be
-        reached (it is looked up again on the next call)."""
+        reached (it is looked up again on the next call). ``with_lag``: the group's lag too
+        (:meth:`lag`: OffsetFetch to the coordinator, ListOffsets to the leaders)."""
+        described = await self._describe(with_partitions)
+        if with_lag and described.exists:
+            described = dataclasses.replace(described, lag=await self.lag(described))
+        return described
+
+    async def lag(self, described: GroupDescription) -> GroupLag:
+        """The lag of the group ``described`` is a snapshot of, as ``kafka-consumer-groups
+        --describe`` computes it (:func:`aiogroup.group_lag.read_group_lag`)."""
+        return await read_group_lag(self._transport, self.group_id, described.members)
+
+    async def _describe(self, with_partitions: bool) -> GroupDescription:
         from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
         from aiogroup.client.transport import COORDINATOR_ERRORS, Request
@@ -941,6 +960,7 @@ async def describe_group(
     group_id: str,
     *,
     request_timeout_ms: int = 10_000,
+    with_lag: bool = False,
     **client_options: Any,
 ) -> GroupDescription:
     """One snapshot of ``group_id`` (see :class:`GroupInspector`), bounded by the timeout."""
@@ -949,6 +969,8 @@ async def describe_group(
     )
     await inspector.start()
     try:
-        return await asyncio.wait_for(inspector.describe(), 3 * request_timeout_ms / 1000)
+        return await asyncio.wait_for(
+            inspector.describe(with_lag=with_lag), 3 * request_timeout_ms / 1000
+        )
     finally:
         await inspector.close()

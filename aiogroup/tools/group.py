@@ -6,6 +6,12 @@ assigned, then the upgrade step and whether bouncing the next member is safe. ``
 and prints a line whenever something changes, following a rolling upgrade step by step. Both
 read only (DescribeGroups and Metadata); neither joins the group.
 
+``--lag`` adds the group's lag as ``kafka-consumer-groups --describe`` computes it
+(:mod:`aiogroup.observability.lag`): per partition the committed offset, the log end offset
+and the lag, per member the total of its partitions, and the group's total (OffsetFetch to the
+coordinator, ListOffsets to the leaders). ``watch --lag`` asks every interval and prints the
+table again whenever a number moved.
+
 Connection options are those of :class:`~aiogroup.GroupMember`, which hands them to aiokafka's
 client: ``--security-protocol``, ``--ssl-cafile/--ssl-certfile/--ssl-keyfile``,
 ``--sasl-mechanism``, ``--sasl-username`` and ``--sasl-password`` (or ``AIOGROUP_SASL_PASSWORD``
@@ -28,6 +34,7 @@ from aiogroup.inspector import (
     Assessment,
     GroupDescription,
     GroupInspector,
+    GroupLag,
     GroupWatch,
     MemberMode,
     Step,
@@ -37,7 +44,7 @@ from aiogroup.inspector import (
 )
 from aiogroup.migration import MigrationStatus, Stage, Upgrade, migration_status
 
-__all__ = ["client_options", "main", "render_describe", "snapshot_json"]
+__all__ = ["client_options", "lag_json", "main", "render_describe", "snapshot_json"]
 
 USAGE = "aiogroup group {describe,watch} GROUP --bootstrap HOST:PORT [options]"
 #: Exit status when the coordinator does not know the group (Dead with no members).
@@ -65,6 +72,10 @@ def _parser(prog: str = "aiogroup group") -> argparse.ArgumentParser:
                         help="how many members the group should have (a bounced member that "
                              "has not rejoined makes the next bounce unsafe)")
     common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--lag", action="store_true",
+                        help="the group's lag too: per partition the committed offset, the log "
+                             "end offset and the lag, per member and in total (as "
+                             "kafka-consumer-groups --describe; needs Describe on the topics)")
     common.add_argument("--request-timeout-ms", type=int, default=10_000)
     common.add_argument("--client-id", default="aiogroup-admin")
     sec = common.add_argument_group("security (as GroupMember's aiokafka options)")
@@ -198,6 +209,7 @@ def render_describe(group: GroupDescription, a: Assessment) -> str:
         ("topics", topics),
         ("step", a.step_text),
         ("migration", _migration_text(migration_status(group))),
+        *([("lag", _lag_text(group, group.lag))] if group.lag is not None else []),
         ("next bounce", _verdict_text(a) + ("" if a.safe else ": " + "; ".join(a.reasons))),
         ("advice", a.advice),
     ]
@@ -214,6 +226,9 @@ def render_describe(group: GroupDescription, a: Assessment) -> str:
                 f"  offered assignors: every member offers {group.protocol} (the vote chose it); "
                 "the broker returns each member's metadata for the chosen protocol only, so any "
                 "other assignors in its list are not visible from outside")
+    if group.lag is not None and group.lag.partitions:
+        lines.append("")
+        lines.append(_lag_table(group, group.lag))
     return "\n".join(lines)
 
 
@@ -259,11 +274,80 @@ def _member_table(group: GroupDescription, a: Assessment) -> str:
             format_partitions(m.owned) if sub is not None else "?",
             format_partitions(m.assignment) + (f"  ! {m.problem}" if m.problem else ""),
         ))
+    lag = group.lag
+    if lag is not None:
+        head = (*head, "LAG")
+        rows = [(*r, _number(lag.of_member(m.member_id)))
+                for r, m in zip(rows, group.members, strict=True)]  # fmt: skip
+    return _table(head, rows)
+
+
+def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(r[i]) for r in (head, *rows)) for i in range(len(head))]
     return "\n".join(
         "  " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip()
         for r in (head, *rows)
     )
+
+
+def _number(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _short(member_id: str) -> str:
+    return member_id if len(member_id) <= 24 else member_id[:23] + "…"
+
+
+def _lag_text(group: GroupDescription, lag: GroupLag) -> str:
+    """The group's lag and each member's, one line."""
+    names = {m.member_id: m.client_id or _short(m.member_id) for m in group.members}
+    per_member = ", ".join(f"{names[m.member_id]} {_number(lag.of_member(m.member_id))}"
+                           for m in group.members)  # fmt: skip
+    unowned = lag.unowned()
+    parts = [f"{_number(lag.total)} in total"]
+    if per_member:
+        parts.append(per_member)
+    if unowned:
+        parts.append(f"{len(unowned)} committed partition(s) no member is assigned")
+    return "; ".join(parts)
+
+
+def _lag_table(group: GroupDescription, lag: GroupLag) -> str:
+    """Per partition, as ``kafka-consumer-groups --describe`` prints it (``-``: unknown)."""
+    names = {m.member_id: m.client_id or "-" for m in group.members}
+    head = ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CLIENT ID",
+            "MEMBER ID")  # fmt: skip
+    rows = []
+    for p in lag.partitions:
+        owner = lag.owners.get(p.partition)
+        rows.append((
+            p.partition.topic, str(p.partition.partition), _number(p.committed),
+            _number(p.log_end_offset), _number(p.lag),
+            "-" if owner is None else names.get(owner, "-"),
+            "-" if owner is None else _short(owner),
+        ))  # fmt: skip
+    return _table(head, rows)
+
+
+def lag_json(lag: GroupLag | None) -> dict[str, Any] | None:
+    """The ``--json`` form of a group's lag (None: not asked)."""
+    if lag is None:
+        return None
+    return {
+        "total": lag.total,
+        "partitions": [
+            {
+                "topic": p.partition.topic,
+                "partition": p.partition.partition,
+                "committed_offset": p.committed,
+                "log_end_offset": p.log_end_offset,
+                "lag": p.lag,
+                "member_id": lag.owners.get(p.partition),
+            }
+            for p in lag.partitions
+        ],
+        "members": {m: lag.of_member(m) for m in sorted(set(lag.owners.values()))},
+    }
 
 
 def snapshot_json(group: GroupDescription, a: Assessment, **extra: Any) -> dict[str, Any]:
@@ -283,6 +367,7 @@ def snapshot_json(group: GroupDescription, a: Assessment, **extra: Any) -> dict[
         "group_epoch": group.group_epoch,
         "assignment_epoch": group.assignment_epoch,
         "migration": migration_status(group).as_json(),
+        "lag": lag_json(group.lag),
         "step": a.step.value,
         "next_bounce": a.verdict.value,
         "reasons": list(a.reasons),
@@ -308,6 +393,7 @@ def snapshot_json(group: GroupDescription, a: Assessment, **extra: Any) -> dict[
                 "to_revoke": _tp_list(m.pending_revocation) if m.target is not None else None,
                 "assignment_user_data": m.assignment_user_data is not None,
                 "problem": m.problem,
+                "lag": group.lag.of_member(m.member_id) if group.lag is not None else None,
             }
             for m in group.members
         ],
@@ -358,6 +444,7 @@ def _summary_line(group: GroupDescription, a: Assessment, watch: GroupWatch) -> 
         members,
         speaking,
         _assignment_text(group, a) if group.stable else "",
+        f"lag {_number(group.lag.total)}" if group.lag is not None else "",
         step,
         f"next bounce: {verdict}",
     ]
@@ -391,6 +478,7 @@ def _fingerprint(group: GroupDescription, a: Assessment) -> tuple[Any, ...]:
         a.step,
         a.verdict,
         a.reasons,
+        group.lag,
     )
 
 
@@ -404,17 +492,20 @@ async def watch(
     timeout: float | None = None,
     as_json: bool = False,
     verbose: bool = False,
+    with_lag: bool = False,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Poll the group every ``interval`` seconds and print each change; returns the exit status
-    (0: ``until`` reached or stopped, 1: ``timeout``)."""
+    (0: ``until`` reached or stopped, 1: ``timeout``). ``with_lag``: the group's lag is asked
+    every interval too, and a snapshot is printed again, with its lag table, whenever any
+    committed offset, log end offset or assignment moved."""
     state = GroupWatch(expected_members=expected_members)
     began = clock()
     last: tuple[Any, ...] | None = None
     errors = 0
     while True:
         try:
-            group = await inspector.describe()
+            group = await (inspector.describe(with_lag=True) if with_lag else inspector.describe())
         except AiogroupError as exc:  # the coordinator moved or is down: say so, keep watching
             errors += 1
             if errors == 1 or errors % 30 == 0:
@@ -444,6 +535,11 @@ async def watch(
                               "began", file=out, flush=True)
                     if verbose and group.members:
                         print(_member_table(group, a), file=out, flush=True)
+                    if group.lag is not None:
+                        print(f"          lag: {_lag_text(group, group.lag)}", file=out,
+                              flush=True)
+                        if group.lag.partitions:
+                            print(_lag_table(group, group.lag), file=out, flush=True)
             if until is not None and a.safe and (until == "safe" or a.step.value == until):
                 if not as_json:
                     if state.upgrading(a):
@@ -473,7 +569,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     await inspector.start()
     try:
         if args.command == "describe":
-            group = await inspector.describe()
+            group = await inspector.describe(with_lag=args.lag)
             a = assess(group, expected_members=args.members)
             if args.json:
                 print(json.dumps(snapshot_json(group, a), indent=2), file=out)
@@ -489,6 +585,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             timeout=args.timeout,
             as_json=args.json,
             verbose=args.verbose,
+            with_lag=args.lag,
         )
     finally:
         await inspector.close()
