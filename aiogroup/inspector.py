@@ -40,6 +40,9 @@ from typing import Any
 
 from aiogroup.assignors.base import RebalanceProtocol
 from aiogroup.errors import AiogroupError, CodecError, error_for_code
+from aiogroup.group_lag import GroupLag, group_lag_of, read_group_lag
+from aiogroup.membership.leader import without_marks
+from aiogroup.migration import CLASSIC, MEMBER_TYPES, migration_status
 from aiogroup.protocol import decode_assignment, decode_subscription, generation_from_user_data
 from aiogroup.protocol.types import (
     NO_GENERATION,
@@ -53,6 +56,7 @@ __all__ = [
     "Assessment",
     "GroupDescription",
     "GroupInspector",
+    "GroupLag",
     "GroupWatch",
     "MemberDescription",
     "MemberMode",
@@ -62,6 +66,7 @@ __all__ = [
     "assess",
     "describe_group",
     "format_partitions",
+    "group_lag_of",
     "parse_group",
     "protocol_of",
 ]
@@ -136,6 +141,23 @@ class MemberDescription:
     problem: str | None = None
     #: A consumer-protocol member's epoch (KIP-848; None in a classic group).
     member_epoch: int | None = None
+    #: The protocol the member speaks: "classic" or "consumer" (KIP-848's mixed groups:
+    #: ConsumerGroupDescribe v1's MemberType, KIP-1099); None when the broker does not say.
+    member_type: str | None = None
+    #: A consumer group member's target assignment (KIP-848): what the broker is moving it to.
+    target: Partitions | None = None
+    #: The user data of the member's assignment in a classic group (None: none): a custom
+    #: assignor's. Kafka 4.x refuses to convert a classic group to the consumer protocol while
+    #: any member has some. (An aiogroup leader's marks are assignment entries, not user data.)
+    assignment_user_data: bytes | None = None
+
+    @property
+    def pending_revocation(self) -> Partitions:
+        """Partitions a consumer group member still owns that its target no longer has: it
+        has yet to revoke them (KIP-848's reconciliation)."""
+        if self.assignment is None or self.target is None:
+            return frozenset()
+        return self.assignment - self.target
 
     @property
     def owned(self) -> Partitions | None:
@@ -200,6 +222,8 @@ class GroupDescription:
 
     #: The broker sent each member's assignment in place of its metadata (KAFKA-9150).
     metadata_is_assignment: bool = False
+    #: The group's lag from its committed offsets (None: not asked, ``describe(with_lag=True)``).
+    lag: GroupLag | None = None
 
     @property
     def has_metadata(self) -> bool:
@@ -250,6 +274,7 @@ class GroupDescription:
 def _decode_member(raw: RawMember, stable: bool) -> MemberDescription:
     subscription: Subscription | None = None
     assignment: Partitions | None = None
+    user_data: bytes | None = None
     problems: list[str] = []
     if raw.metadata and raw.metadata == raw.assignment:
         pass  # KAFKA-9150: the broker sent the assignment as metadata; the metadata is unknown
@@ -261,7 +286,10 @@ def _decode_member(raw: RawMember, stable: bool) -> MemberDescription:
     if raw.assignment:
         try:
             decoded = decode_assignment(raw.assignment)
-            assignment = frozenset(to_topic_partitions(decoded.partitions))
+            # An aiogroup leader's marks are entries without partitions (nothing assigned);
+            # the user data is kept as Kafka sees it, an older leader's marks included.
+            assignment = frozenset(to_topic_partitions(without_marks(decoded).partitions))
+            user_data = decoded.user_data or None
         except CodecError as exc:
             problems.append(f"assignment undecodable: {exc}")
     elif stable and raw.metadata:
@@ -274,6 +302,8 @@ def _decode_member(raw: RawMember, stable: bool) -> MemberDescription:
         subscription=subscription,
         assignment=assignment,
         problem="; ".join(problems) or None,
+        member_type=CLASSIC,  # DescribeGroups lists a classic group's members
+        assignment_user_data=user_data,
     )
 
 
@@ -311,17 +341,21 @@ def parse_group(
 GROUP_ID_NOT_FOUND = 69
 
 
+def _consumer_partitions(assignment: Any) -> Partitions:
+    return frozenset(
+        TopicPartition(str(tp.topic_name), int(p))
+        for tp in (assignment.topic_partitions if assignment is not None else ())
+        for p in tp.partitions
+    )
+
+
 def parse_consumer_group(
     group: Any, *, api_version: int = -1, coordinator: str = ""
 ) -> GroupDescription:
     """Decode one ConsumerGroupDescribe group (KIP-848; pure: no I/O)."""
     members = []
     for m in group.members or ():
-        assigned = frozenset(
-            TopicPartition(str(tp.topic_name), int(p))
-            for tp in (m.assignment.topic_partitions if m.assignment is not None else ())
-            for p in tp.partitions
-        )
+        assigned = _consumer_partitions(m.assignment)
         topics = sorted(str(t) for t in (m.subscribed_topic_names or ()))
         members.append(
             MemberDescription(
@@ -332,6 +366,8 @@ def parse_consumer_group(
                 subscription=Subscription(topics),
                 assignment=assigned,
                 member_epoch=int(m.member_epoch),
+                member_type=MEMBER_TYPES.get(int(getattr(m, "member_type", -1))),
+                target=_consumer_partitions(m.target_assignment),
             )
         )
     return GroupDescription(
@@ -358,6 +394,9 @@ class Step(enum.Enum):
     UNKNOWN = "unknown"
     #: A KIP-848 consumer group: the broker assigns and members reconcile; no eager step.
     CONSUMER = "consumer"
+    #: A KIP-848 consumer group some of whose members still speak the classic protocol
+    #: (an online migration under way, docs/migration.md).
+    MIXED = "mixed"
     #: The group's protocol is eager (range, ...): every member runs EAGER. Members may already
     #: offer cooperative-sticky (bounce 1 under way); from outside the two look the same.
     EAGER = "eager"
@@ -375,6 +414,8 @@ STEP_TEXT = {
     Step.VOTE_MOVED: "the vote has moved: cooperative protocol, some members still EAGER",
     Step.COOPERATIVE: "cooperative",
     Step.CONSUMER: "the consumer protocol (KIP-848): the broker assigns, members reconcile",
+    Step.MIXED: "a consumer group with classic members (KIP-848's online migration): the broker "
+                "assigns every member",
 }
 
 
@@ -457,8 +498,9 @@ def member_mode(
 
 
 def _assess_consumer_group(group: GroupDescription, expected: int | None) -> Assessment:
-    """A KIP-848 group: safe to bounce the next member once it is Stable, every member has
-    reconciled to the group's epoch, and every partition is assigned once."""
+    """A KIP-848 group, classic members or not: safe to bounce the next member once it is
+    Stable, every member has reconciled to the group's epoch (nothing left to revoke or to
+    receive), and every partition is assigned once."""
     reasons: list[str] = []
     if not group.stable:
         reasons.append(f"the group is {group.state}: the broker is assigning or members are "
@@ -467,6 +509,15 @@ def _assess_consumer_group(group: GroupDescription, expected: int | None) -> Ass
                     if m.member_epoch is not None and m.member_epoch != group.group_epoch)
     if behind:
         reasons.append(f"not reconciled to epoch {group.group_epoch} yet: {', '.join(behind)}")
+    revoking = [f"{m.client_id or m.member_id} {format_partitions(m.pending_revocation)}"
+                for m in group.members if m.pending_revocation]
+    if revoking:
+        reasons.append(f"still to revoke: {'; '.join(revoking)}")
+    awaiting = [f"{m.client_id or m.member_id} {format_partitions(m.target - m.assignment)}"
+                for m in group.members
+                if m.target is not None and m.assignment is not None and m.target - m.assignment]
+    if awaiting:
+        reasons.append(f"still to receive: {'; '.join(awaiting)}")
     counts: Counter[TopicPartition] = Counter()
     for m in group.members:
         counts.update(m.assignment or ())
@@ -479,10 +530,14 @@ def _assess_consumer_group(group: GroupDescription, expected: int | None) -> Ass
     if expected is not None and len(group.members) < expected:
         reasons.append(f"{len(group.members)} of {expected} members: a bounced member has not "
                        "rejoined yet")
+    mixed = any(m.member_type == CLASSIC for m in group.members)
+    advice = ("the broker assigns (KIP-848): bounce members one at a time, each once the group "
+              "is Stable again")
+    if mixed:
+        advice += "; " + migration_status(group).advice
     return Assessment(
-        Step.CONSUMER, Verdict.WAIT if reasons else Verdict.SAFE, tuple(reasons),
-        "the broker assigns (KIP-848): bounce members one at a time, each once the group is "
-        "Stable again", {}, unassigned=unassigned, doubly_assigned=doubly,
+        Step.MIXED if mixed else Step.CONSUMER, Verdict.WAIT if reasons else Verdict.SAFE,
+        tuple(reasons), advice, {}, unassigned=unassigned, doubly_assigned=doubly,
     )  # fmt: skip
 
 
@@ -778,9 +833,23 @@ class GroupInspector:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def describe(self, *, with_partitions: bool = True) -> GroupDescription:
+    async def describe(
+        self, *, with_partitions: bool = True, with_lag: bool = False
+    ) -> GroupDescription:
         """One snapshot of the group. Raises a retriable error when the coordinator cannot be
-        reached (it is looked up again on the next call)."""
+        reached (it is looked up again on the next call). ``with_lag``: the group's lag too
+        (:meth:`lag`: OffsetFetch to the coordinator, ListOffsets to the leaders)."""
+        described = await self._describe(with_partitions)
+        if with_lag and described.exists:
+            described = dataclasses.replace(described, lag=await self.lag(described))
+        return described
+
+    async def lag(self, described: GroupDescription) -> GroupLag:
+        """The lag of the group ``described`` is a snapshot of, as ``kafka-consumer-groups
+        --describe`` computes it (:func:`aiogroup.group_lag.read_group_lag`)."""
+        return await read_group_lag(self._transport, self.group_id, described.members)
+
+    async def _describe(self, with_partitions: bool) -> GroupDescription:
         from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
         from aiogroup.client.transport import COORDINATOR_ERRORS, Request
@@ -891,6 +960,7 @@ async def describe_group(
     group_id: str,
     *,
     request_timeout_ms: int = 10_000,
+    with_lag: bool = False,
     **client_options: Any,
 ) -> GroupDescription:
     """One snapshot of ``group_id`` (see :class:`GroupInspector`), bounded by the timeout."""
@@ -899,6 +969,8 @@ async def describe_group(
     )
     await inspector.start()
     try:
-        return await asyncio.wait_for(inspector.describe(), 3 * request_timeout_ms / 1000)
+        return await asyncio.wait_for(
+            inspector.describe(with_lag=with_lag), 3 * request_timeout_ms / 1000
+        )
     finally:
         await inspector.close()

@@ -55,11 +55,15 @@ from aiogroup.membership.selection import select_protocol
 from aiogroup.protocol.types import TopicPartition, group_by_topic
 
 __all__ = [
+    "BOLD",
     "BOTH",
     "COOPERATIVE_STICKY",
     "DEFAULT_TOPICS",
+    "DIM",
+    "GREEN",
     "PLANS",
     "RANGE",
+    "RED",
     "CallbackRecord",
     "Checkpoint",
     "DescribeGroupsProbe",
@@ -67,6 +71,7 @@ __all__ = [
     "GroupProbe",
     "GroupSnapshot",
     "OwnershipLedger",
+    "Screen",
     "UpgradeAborted",
     "UpgradeReport",
     "expected_group_protocols",
@@ -74,6 +79,7 @@ __all__ = [
     "member_protocol",
     "rolling_upgrade",
     "run_on_embedded_broker",
+    "topic_spec",
 ]
 
 Partitions = frozenset[TopicPartition]
@@ -92,7 +98,7 @@ PLANS: Mapping[str, tuple[AssignorNames, AssignorNames, AssignorNames]] = {
 DEFAULT_TOPICS: Mapping[str, int] = {"orders": 4, "payments": 3}
 
 _COLOURS = ("\033[36m", "\033[35m", "\033[33m", "\033[34m", "\033[32m", "\033[31m")
-_RESET, _BOLD, _DIM, _GREEN, _RED = "\033[0m", "\033[1m", "\033[2m", "\033[32m", "\033[31m"
+RESET, BOLD, DIM, GREEN, RED = "\033[0m", "\033[1m", "\033[2m", "\033[32m", "\033[31m"
 
 
 # --------------------------------------------------------------------------- what to expect
@@ -340,20 +346,22 @@ def _names(assignors: Sequence[str]) -> str:
 
 
 @dataclass
-class _Screen:
+class Screen:
+    """Timestamped, optionally coloured lines: one per member event, banners per step."""
+
     out: TextIO
     colour: bool
     names: Sequence[str]
     started: float = field(default_factory=time.monotonic)
 
     def paint(self, text: str, code: str) -> str:
-        return f"{code}{text}{_RESET}" if self.colour and code else text
+        return f"{code}{text}{RESET}" if self.colour and code else text
 
     def print(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
     def line(self, who: str, what: str, detail: str = "", code: str = "") -> None:
-        elapsed = self.paint(f"{time.monotonic() - self.started:6.2f}s", _DIM)
+        elapsed = self.paint(f"{time.monotonic() - self.started:6.2f}s", DIM)
         colour = _COLOURS[self.names.index(who) % len(_COLOURS)] if who in self.names else ""
         self.print(
             f"{elapsed}  {self.paint(f'{who:<9}', colour)} {self.paint(f'{what:<9}', code)}"
@@ -362,7 +370,7 @@ class _Screen:
 
     def banner(self, text: str) -> None:
         self.print()
-        self.print(self.paint(f"== {text}", _BOLD))
+        self.print(self.paint(f"== {text}", BOLD))
 
 
 # --------------------------------------------------------------------------- members
@@ -392,15 +400,15 @@ class _Listener:
         self.run.report.ledger.record(rec)
         screen = self.run.screen
         proto = "EAGER" if rec.protocol is RebalanceProtocol.EAGER else "COOP"
-        where = screen.paint(f"gen {rec.generation_id:<3} {proto:<5}", _DIM)
+        where = screen.paint(f"gen {rec.generation_id:<3} {proto:<5}", DIM)
         owns = _fmt(self.run.report.ledger.owned_by(rec.owner))
         if kind == "assigned":
             what = f"+{_fmt(rec.partitions)}" if rec.partitions else "nothing new"
-            screen.line(self.name, kind, f"{where}  {what}   owns {owns}", _GREEN)
+            screen.line(self.name, kind, f"{where}  {what}   owns {owns}", GREEN)
         else:
-            screen.line(self.name, kind, f"{where}  -{_fmt(rec.partitions)}   keeps {owns}", _RED)
+            screen.line(self.name, kind, f"{where}  -{_fmt(rec.partitions)}   keeps {owns}", RED)
         for problem in self.run.report.ledger.problems[before:]:
-            screen.print(screen.paint(f"          ! {problem}", _RED))
+            screen.print(screen.paint(f"          ! {problem}", RED))
 
     def on_partitions_assigned(self, partitions: Partitions) -> None:
         self._record("assigned", partitions)
@@ -431,7 +439,7 @@ class _Run:
     bootstrap: str
     probe: GroupProbe
     report: UpgradeReport
-    screen: _Screen
+    screen: Screen
     step_timeout: float
     session_timeout_ms: int
     heartbeat_interval_ms: int
@@ -482,7 +490,7 @@ class _Run:
 
     async def stop(self, name: str) -> None:
         inc = self.live.pop(name)
-        self.screen.line(name, "leaving", self.screen.paint(inc.member.member_id, _DIM))
+        self.screen.line(name, "leaving", self.screen.paint(inc.member.member_id, DIM))
         await inc.member.close()
         left_with = self.report.ledger.owned_by(inc.owner)
         if left_with:
@@ -604,7 +612,7 @@ class _Run:
         ledger, own = self.report.ledger.problems, self.report.problems
         problems = ledger[self.problems_shown[0] :] + own[self.problems_shown[1] :]
         self.problems_shown = (len(ledger), len(own))
-        mark = s.paint("✗", _RED) if problems else s.paint("✓", _GREEN)
+        mark = s.paint("✗", RED) if problems else s.paint("✓", GREEN)
         total = len(self.report.partitions)
         previous = self.report.checkpoints[-2] if len(self.report.checkpoints) > 1 else None
         if previous is not None and previous.group_protocol != cp.group_protocol:
@@ -613,24 +621,24 @@ class _Run:
                     f"  * the broker's vote moved: {previous.group_protocol} -> "
                     f"{cp.group_protocol} (the protocols every member offers: "
                     f"{_names(sorted(set.intersection(*map(set, cp.assignors.values()))))})",
-                    _BOLD,
+                    BOLD,
                 )
             )
         s.print(
             f"  {mark} converged in {cp.seconds:.2f}s: generation {cp.generation_id}, "
-            f"broker {cp.group_state} with protocol {s.paint(str(cp.group_protocol), _BOLD)}, "
+            f"broker {cp.group_state} with protocol {s.paint(str(cp.group_protocol), BOLD)}, "
             f"{total}/{total} partitions owned once, {cp.revoked} revoked by the others"
         )
         width = max(len(_names(i.assignors)) for i in incs)
         for inc in incs:
             m = inc.member
-            leader = s.paint("  (leader)", _DIM) if m.is_leader else ""
+            leader = s.paint("  (leader)", DIM) if m.is_leader else ""
             s.print(
                 f"      {inc.name:<9} {m.protocol.name:<11} {_names(inc.assignors):<{width}}  "
                 f"{_fmt(m.assignment)}{leader}"
             )
         for problem in problems:
-            s.print(s.paint(f"      ! {problem}", _RED))
+            s.print(s.paint(f"      ! {problem}", RED))
 
 
 # --------------------------------------------------------------------------- the scenario
@@ -684,7 +692,7 @@ async def rolling_upgrade(
     plan = PLANS[direction]
     names = [f"member-{i}" for i in range(1, members + 1)]
     group = group_id or f"rolling-{direction}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    screen = _Screen(out or sys.stdout, colour, names)
+    screen = Screen(out or sys.stdout, colour, names)
     started = time.monotonic()
     partitions = await _partitions(bootstrap, topics)
     report = UpgradeReport(direction, group, partitions)
@@ -700,7 +708,7 @@ async def rolling_upgrade(
     )
     arrow = " -> ".join(_names(p) for p in plan)
     screen.print(
-        screen.paint(f"rolling {direction}grade of group {group}: {arrow}", _BOLD)
+        screen.paint(f"rolling {direction}grade of group {group}: {arrow}", BOLD)
         + f"\n{members} members, topics {_fmt(partitions)}, broker {bootstrap}"
     )
     try:
@@ -720,7 +728,7 @@ async def rolling_upgrade(
                 await run.checkpoint(bounce, "rejoined", name, step, first)
     except UpgradeAborted as exc:
         report.problems.append(str(exc))
-        screen.print(screen.paint(f"  ✗ {exc}", _RED))
+        screen.print(screen.paint(f"  ✗ {exc}", RED))
     finally:
         screen.banner("closing")
         await asyncio.gather(*(run.stop(name) for name in sorted(run.live)))
@@ -731,7 +739,7 @@ async def rolling_upgrade(
     return report
 
 
-def _summary(screen: _Screen, report: UpgradeReport) -> None:
+def _summary(screen: Screen, report: UpgradeReport) -> None:
     screen.banner("summary")
     screen.print(f"{'step':<28}{'gen':>5}  {'group protocol':<20}{'members':<24}{'revoked':>8}")
     for cp in report.checkpoints:
@@ -747,10 +755,10 @@ def _summary(screen: _Screen, report: UpgradeReport) -> None:
         f"{len(report.checkpoints)} steps in {report.seconds:.1f}s"
     )
     if report.ok:
-        screen.print(screen.paint("every invariant held: no partition ever had two owners", _GREEN))
+        screen.print(screen.paint("every invariant held: no partition ever had two owners", GREEN))
     else:
         for problem in report.all_problems:
-            screen.print(screen.paint(f"  ! {problem}", _RED))
+            screen.print(screen.paint(f"  ! {problem}", RED))
 
 
 async def run_on_embedded_broker(
@@ -775,7 +783,8 @@ async def run_on_embedded_broker(
 # --------------------------------------------------------------------------- command line
 
 
-def _topic(spec: str) -> tuple[str, int]:
+def topic_spec(spec: str) -> tuple[str, int]:
+    """``NAME[:PARTITIONS]`` from the command line (argparse ``type=``)."""
     name, _, count = spec.partition(":")
     try:
         partitions = int(count or "1")
@@ -802,7 +811,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--topic",
         action="append",
-        type=_topic,
+        type=topic_spec,
         help="NAME[:PARTITIONS], repeatable (default orders:4 payments:3)",
     )
     parser.add_argument("--step-timeout", type=float, default=30.0, help="seconds per step")

@@ -123,6 +123,19 @@ Out = list[act.Action]
 _COORDINATOR_MOVED = frozenset({CoordinatorNotAvailableError.code, NotCoordinatorError.code})
 _FENCED = frozenset({FencedMemberEpochError.code, UnknownMemberIdError.code})
 _UNSUPPORTED_VERSION = 35
+#: Answered to a member joining a classic group that Kafka will not convert into a consumer
+#: group (KIP-848's online upgrade: the migration policy, the protocol type, the group's size,
+#: assignment user data).
+_GROUP_ID_NOT_FOUND = 69
+_NOT_CONVERTED = (
+    " (the group is a classic group that the broker would not convert to the consumer "
+    "protocol: its group.consumer.migration.policy, a protocol type other than 'consumer', "
+    "more members than group.consumer.max.size, or assignments carrying a custom assignor's "
+    "user data, which the consumer protocol would lose; for the last, stop the group and "
+    "start it again with group_protocol='consumer' (an empty group always converts), or "
+    "roll the classic members onto a built-in assignor first; `aiogroup group describe` "
+    "says which, docs/migration.md)"
+)
 #: Heartbeat answers that end the member (Java's consumer: fatal), with the error to raise.
 _FATAL: dict[int, type[AiogroupError]] = {
     FencedInstanceIdError.code: FencedInstanceIdError,
@@ -805,7 +818,10 @@ class ConsumerProtocolMachine:
             self._live.heartbeat_retry(now)
         else:
             # INVALID_REQUEST and every code not known here: fatal, as in Java's consumer.
-            error = error_for_code(code, f"ConsumerGroupHeartbeat failed with error {code}{said}")
+            hint = _NOT_CONVERTED if code == _GROUP_ID_NOT_FOUND and self.member_epoch <= 0 else ""
+            error = error_for_code(
+                code, f"ConsumerGroupHeartbeat failed with error {code}{said}{hint}"
+            )
             self._fatal(error, out)
 
     def _on_commit_completed(self, e: ev.CommitCompleted, now: float, out: Out) -> None:

@@ -6,6 +6,12 @@ assigned, then the upgrade step and whether bouncing the next member is safe. ``
 and prints a line whenever something changes, following a rolling upgrade step by step. Both
 read only (DescribeGroups and Metadata); neither joins the group.
 
+``--lag`` adds the group's lag as ``kafka-consumer-groups --describe`` computes it
+(:mod:`aiogroup.observability.lag`): per partition the committed offset, the log end offset
+and the lag, per member the total of its partitions, and the group's total (OffsetFetch to the
+coordinator, ListOffsets to the leaders). ``watch --lag`` asks every interval and prints the
+table again whenever a number moved.
+
 Connection options are those of :class:`~aiogroup.GroupMember`, which hands them to aiokafka's
 client: ``--security-protocol``, ``--ssl-cafile/--ssl-certfile/--ssl-keyfile``,
 ``--sasl-mechanism``, ``--sasl-username`` and ``--sasl-password`` (or ``AIOGROUP_SASL_PASSWORD``
@@ -28,6 +34,7 @@ from aiogroup.inspector import (
     Assessment,
     GroupDescription,
     GroupInspector,
+    GroupLag,
     GroupWatch,
     MemberMode,
     Step,
@@ -35,8 +42,9 @@ from aiogroup.inspector import (
     assess,
     format_partitions,
 )
+from aiogroup.migration import MigrationStatus, Stage, Upgrade, migration_status
 
-__all__ = ["client_options", "main", "render_describe", "snapshot_json"]
+__all__ = ["client_options", "lag_json", "main", "render_describe", "snapshot_json"]
 
 USAGE = "aiogroup group {describe,watch} GROUP --bootstrap HOST:PORT [options]"
 #: Exit status when the coordinator does not know the group (Dead with no members).
@@ -64,6 +72,10 @@ def _parser(prog: str = "aiogroup group") -> argparse.ArgumentParser:
                         help="how many members the group should have (a bounced member that "
                              "has not rejoined makes the next bounce unsafe)")
     common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--lag", action="store_true",
+                        help="the group's lag too: per partition the committed offset, the log "
+                             "end offset and the lag, per member and in total (as "
+                             "kafka-consumer-groups --describe; needs Describe on the topics)")
     common.add_argument("--request-timeout-ms", type=int, default=10_000)
     common.add_argument("--client-id", default="aiogroup-admin")
     sec = common.add_argument_group("security (as GroupMember's aiokafka options)")
@@ -179,8 +191,9 @@ def _verdict_text(a: Assessment) -> str:
 
 def render_describe(group: GroupDescription, a: Assessment) -> str:
     """The text ``aiogroup group describe`` prints."""
+    api = "ConsumerGroupDescribe" if group.consumer_protocol else "DescribeGroups"
     where = ", ".join(x for x in (group.coordinator and f"coordinator {group.coordinator}",
-                                  f"DescribeGroups v{group.api_version}") if x)
+                                  f"{api} v{group.api_version}") if x)
     lines = [f"group {group.group_id}  ({where})"]
     rp = group.rebalance_protocol
     protocol = (f"{group.protocol} ({rp.name})" if group.protocol and rp is not None
@@ -195,6 +208,8 @@ def render_describe(group: GroupDescription, a: Assessment) -> str:
         ("members", f"{len(group.members)}; {_assignment_text(group, a)}"),
         ("topics", topics),
         ("step", a.step_text),
+        ("migration", _migration_text(migration_status(group))),
+        *([("lag", _lag_text(group, group.lag))] if group.lag is not None else []),
         ("next bounce", _verdict_text(a) + ("" if a.safe else ": " + "; ".join(a.reasons))),
         ("advice", a.advice),
     ]
@@ -211,7 +226,20 @@ def render_describe(group: GroupDescription, a: Assessment) -> str:
                 f"  offered assignors: every member offers {group.protocol} (the vote chose it); "
                 "the broker returns each member's metadata for the chosen protocol only, so any "
                 "other assignors in its list are not visible from outside")
+    if group.lag is not None and group.lag.partitions:
+        lines.append("")
+        lines.append(_lag_table(group, group.lag))
     return "\n".join(lines)
+
+
+def _migration_text(status: MigrationStatus) -> str:
+    """Where the group stands between the classic and the consumer protocol (KIP-848)."""
+    text = status.summary
+    if status.upgrade is Upgrade.BLOCKED:
+        text += ": " + "; ".join(status.blockers)
+    elif status.upgrade is Upgrade.POSSIBLE:
+        text += "; the consumer protocol can take over (online upgrade, Kafka 4.x)"
+    return text
 
 
 def _member_table(group: GroupDescription, a: Assessment) -> str:
@@ -219,15 +247,18 @@ def _member_table(group: GroupDescription, a: Assessment) -> str:
                              "HELD GEN", "OWNED AT JOIN", "ASSIGNED")
     rows: list[tuple[str, ...]] = []
     if group.consumer_protocol:
-        head = ("CLIENT ID", "MEMBER ID", "HOST", "INSTANCE", "EPOCH", "SUBSCRIBED", "ASSIGNED")
+        head = ("CLIENT ID", "MEMBER ID", "HOST", "INSTANCE", "SPEAKS", "EPOCH", "SUBSCRIBED",
+                "ASSIGNED", "TO REVOKE")
         rows = [(
             m.client_id or "-",
             m.member_id if len(m.member_id) <= 24 else m.member_id[:23] + "…",
             m.client_host or "-",
             m.group_instance_id or "-",
+            m.member_type or "?",
             "-" if m.member_epoch is None else str(m.member_epoch),
             ",".join(m.subscription.topics) if m.subscription is not None else "-",
             format_partitions(m.assignment),
+            format_partitions(m.pending_revocation),
         ) for m in group.members]  # fmt: skip
     for m in group.members if not group.consumer_protocol else ():
         sub = m.subscription
@@ -243,6 +274,15 @@ def _member_table(group: GroupDescription, a: Assessment) -> str:
             format_partitions(m.owned) if sub is not None else "?",
             format_partitions(m.assignment) + (f"  ! {m.problem}" if m.problem else ""),
         ))
+    lag = group.lag
+    if lag is not None:
+        head = (*head, "LAG")
+        rows = [(*r, _number(lag.of_member(m.member_id)))
+                for r, m in zip(rows, group.members, strict=True)]  # fmt: skip
+    return _table(head, rows)
+
+
+def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(r[i]) for r in (head, *rows)) for i in range(len(head))]
     return "\n".join(
         "  " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip()
@@ -250,10 +290,71 @@ def _member_table(group: GroupDescription, a: Assessment) -> str:
     )
 
 
+def _number(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _short(member_id: str) -> str:
+    return member_id if len(member_id) <= 24 else member_id[:23] + "…"
+
+
+def _lag_text(group: GroupDescription, lag: GroupLag) -> str:
+    """The group's lag and each member's, one line."""
+    names = {m.member_id: m.client_id or _short(m.member_id) for m in group.members}
+    per_member = ", ".join(f"{names[m.member_id]} {_number(lag.of_member(m.member_id))}"
+                           for m in group.members)  # fmt: skip
+    unowned = lag.unowned()
+    parts = [f"{_number(lag.total)} in total"]
+    if per_member:
+        parts.append(per_member)
+    if unowned:
+        parts.append(f"{len(unowned)} committed partition(s) no member is assigned")
+    return "; ".join(parts)
+
+
+def _lag_table(group: GroupDescription, lag: GroupLag) -> str:
+    """Per partition, as ``kafka-consumer-groups --describe`` prints it (``-``: unknown)."""
+    names = {m.member_id: m.client_id or "-" for m in group.members}
+    head = ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CLIENT ID",
+            "MEMBER ID")  # fmt: skip
+    rows = []
+    for p in lag.partitions:
+        owner = lag.owners.get(p.partition)
+        rows.append((
+            p.partition.topic, str(p.partition.partition), _number(p.committed),
+            _number(p.log_end_offset), _number(p.lag),
+            "-" if owner is None else names.get(owner, "-"),
+            "-" if owner is None else _short(owner),
+        ))  # fmt: skip
+    return _table(head, rows)
+
+
+def lag_json(lag: GroupLag | None) -> dict[str, Any] | None:
+    """The ``--json`` form of a group's lag (None: not asked)."""
+    if lag is None:
+        return None
+    return {
+        "total": lag.total,
+        "partitions": [
+            {
+                "topic": p.partition.topic,
+                "partition": p.partition.partition,
+                "committed_offset": p.committed,
+                "log_end_offset": p.log_end_offset,
+                "lag": p.lag,
+                "member_id": lag.owners.get(p.partition),
+            }
+            for p in lag.partitions
+        ],
+        "members": {m: lag.of_member(m) for m in sorted(set(lag.owners.values()))},
+    }
+
+
 def snapshot_json(group: GroupDescription, a: Assessment, **extra: Any) -> dict[str, Any]:
     """The ``--json`` form of one snapshot."""
     return {
         "group": group.group_id,
+        "group_type": group.group_type,
         "state": group.state,
         "generation": group.generation,
         "protocol_type": group.protocol_type,
@@ -263,6 +364,10 @@ def snapshot_json(group: GroupDescription, a: Assessment, **extra: Any) -> dict[
         "has_metadata": group.has_metadata,
         "metadata_is_assignment": group.metadata_is_assignment,
         "partitions": dict(group.partitions),
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "migration": migration_status(group).as_json(),
+        "lag": lag_json(group.lag),
         "step": a.step.value,
         "next_bounce": a.verdict.value,
         "reasons": list(a.reasons),
@@ -282,7 +387,13 @@ def snapshot_json(group: GroupDescription, a: Assessment, **extra: Any) -> dict[
                 "topics": list(m.subscription.topics) if m.subscription else None,
                 "owned": _tp_list(m.owned),
                 "assigned": _tp_list(m.assignment),
+                "member_type": m.member_type,
+                "member_epoch": m.member_epoch,
+                "target": _tp_list(m.target),
+                "to_revoke": _tp_list(m.pending_revocation) if m.target is not None else None,
+                "assignment_user_data": m.assignment_user_data is not None,
                 "problem": m.problem,
+                "lag": group.lag.of_member(m.member_id) if group.lag is not None else None,
             }
             for m in group.members
         ],
@@ -310,6 +421,12 @@ def _summary_line(group: GroupDescription, a: Assessment, watch: GroupWatch) -> 
         f"{len(group.members)} members"
     gen = group.generation
     protocol = group.protocol or "-"
+    speaking = ""
+    if group.consumer_protocol and group.stable:
+        status = migration_status(group)
+        if status.stage is Stage.MIXED:
+            speaking = (f"{len(status.consumer_members)} consumer + "
+                        f"{len(status.classic_members)} classic")
     eager = a.eager_members
     step = ""
     if watch.upgrading(a):  # upgrade steps only for a group that is (or was) upgrading
@@ -320,11 +437,14 @@ def _summary_line(group: GroupDescription, a: Assessment, watch: GroupWatch) -> 
         verdict += ": " + a.reasons[0]
     parts = [
         time.strftime("%H:%M:%S"),
+        f"{group.group_type:<8}",
         f"{group.state:<19}",
         f"gen {gen:<4}" if gen is not None else "",  # only where the members tell it
         f"{protocol:<18}",
         members,
+        speaking,
         _assignment_text(group, a) if group.stable else "",
+        f"lag {_number(group.lag.total)}" if group.lag is not None else "",
         step,
         f"next bounce: {verdict}",
     ]
@@ -338,6 +458,11 @@ def _changes(before: GroupDescription | None, after: GroupDescription) -> list[s
     new = {m.member_id: m for m in after.members}
     out = [f"left    {old[m].client_id or '-'} ({m})" for m in sorted(old.keys() - new.keys())]
     out += [f"joined  {new[m].client_id or '-'} ({m})" for m in sorted(new.keys() - old.keys())]
+    if before.group_type != after.group_type and after.members:
+        why = ("a member joined with the consumer protocol (KIP-848 online upgrade)"
+               if after.consumer_protocol else
+               "the last member on the consumer protocol left (KIP-848 online downgrade)")
+        out.append(f"converted: {before.group_type} group -> {after.group_type} group: {why}")
     if before.protocol and after.protocol and before.protocol != after.protocol:
         out.append(f"the vote moved: {before.protocol} -> {after.protocol}")
     return out
@@ -345,13 +470,15 @@ def _changes(before: GroupDescription | None, after: GroupDescription) -> list[s
 
 def _fingerprint(group: GroupDescription, a: Assessment) -> tuple[Any, ...]:
     return (
+        group.group_type,
         group.state,
         group.protocol,
         group.generation,
-        tuple((m.member_id, m.assignment) for m in group.members),
+        tuple((m.member_id, m.member_type, m.assignment) for m in group.members),
         a.step,
         a.verdict,
         a.reasons,
+        group.lag,
     )
 
 
@@ -365,17 +492,20 @@ async def watch(
     timeout: float | None = None,
     as_json: bool = False,
     verbose: bool = False,
+    with_lag: bool = False,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Poll the group every ``interval`` seconds and print each change; returns the exit status
-    (0: ``until`` reached or stopped, 1: ``timeout``)."""
+    (0: ``until`` reached or stopped, 1: ``timeout``). ``with_lag``: the group's lag is asked
+    every interval too, and a snapshot is printed again, with its lag table, whenever any
+    committed offset, log end offset or assignment moved."""
     state = GroupWatch(expected_members=expected_members)
     began = clock()
     last: tuple[Any, ...] | None = None
     errors = 0
     while True:
         try:
-            group = await inspector.describe()
+            group = await (inspector.describe(with_lag=True) if with_lag else inspector.describe())
         except AiogroupError as exc:  # the coordinator moved or is down: say so, keep watching
             errors += 1
             if errors == 1 or errors % 30 == 0:
@@ -405,6 +535,11 @@ async def watch(
                               "began", file=out, flush=True)
                     if verbose and group.members:
                         print(_member_table(group, a), file=out, flush=True)
+                    if group.lag is not None:
+                        print(f"          lag: {_lag_text(group, group.lag)}", file=out,
+                              flush=True)
+                        if group.lag.partitions:
+                            print(_lag_table(group, group.lag), file=out, flush=True)
             if until is not None and a.safe and (until == "safe" or a.step.value == until):
                 if not as_json:
                     if state.upgrading(a):
@@ -434,7 +569,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
     await inspector.start()
     try:
         if args.command == "describe":
-            group = await inspector.describe()
+            group = await inspector.describe(with_lag=args.lag)
             a = assess(group, expected_members=args.members)
             if args.json:
                 print(json.dumps(snapshot_json(group, a), indent=2), file=out)
@@ -450,6 +585,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             timeout=args.timeout,
             as_json=args.json,
             verbose=args.verbose,
+            with_lag=args.lag,
         )
     finally:
         await inspector.close()

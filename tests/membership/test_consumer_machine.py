@@ -247,6 +247,28 @@ def test_fatal_answers(code: int, error: type[Exception]) -> None:
     assert getattr(raised.error, "error_code", code) == code or code == 35
 
 
+def test_a_classic_group_kafka_will_not_convert_is_fatal_and_says_why() -> None:
+    """GROUP_ID_NOT_FOUND to a joining member: the group is a classic group the broker would
+    not convert (KIP-848's online upgrade); the error names what to check. A member already in
+    the group is told nothing more than the broker says."""
+    s = Script()
+    s.subscribe("orders")
+    message = ("Cannot upgrade classic group g to consumer group because an unsupported custom "
+               "assignor is in use.")  # Kafka 4.1.1's words  # fmt: skip
+    raised = one(s.fail(69, message), act.RaiseToUser)
+    assert raised.fatal and isinstance(raised.error, KafkaError)
+    said = str(raised.error)
+    assert message in said and "custom assignor's user data" in said
+    assert "group_protocol='consumer'" in said and "built-in assignor" in said
+    assert s.m.state is S.FATAL
+    member = Script()
+    member.joined(0)
+    member.tick(5)
+    raised = one(member.fail(69, "Group g not found."), act.RaiseToUser)
+    assert str(raised.error).endswith("Group g not found.")
+    assert "custom assignor's user data" not in str(raised.error)
+
+
 def test_retriable_answers_retry_after_the_backoff() -> None:
     s = Script(retry_backoff_ms=200)
     s.joined(0)

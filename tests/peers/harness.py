@@ -73,6 +73,11 @@ class MemberGroup:
             "--session-ms", str(SESSION_MS), "--heartbeat-ms", str(HEARTBEAT_MS),
             "--rebalance-ms", "10000", "--group-protocol", group_protocol,
         ]  # fmt: skip
+        self.start_command(name, kind, argv)
+
+    def start_command(self, name: str, kind: str, argv: Sequence[str]) -> None:
+        """Start a member process of ``kind`` from its own command line; it must write its
+        telemetry to ``self.dir`` as ``<name>.0000.jsonl``."""
         with (self.dir / f"{name}.stderr").open("wb") as err:
             self.procs[name] = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
