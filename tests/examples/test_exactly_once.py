@@ -52,6 +52,7 @@ class Workers:
     def __init__(self, kafka: KafkaBroker, out: Path, group: str, src: str, dst: str) -> None:
         self.kafka, self.out, self.group, self.src, self.dst = kafka, out, group, src, dst
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.starts: dict[str, int] = {}
         self.kills = 0
 
     def start(self, name: str) -> None:
@@ -64,6 +65,7 @@ class Workers:
             "--transaction-timeout-ms", str(TRANSACTION_TIMEOUT_MS),
             "--pause-file", str(self.pause_file(name)),
         ]  # fmt: skip
+        self.starts[name] = self.starts.get(name, 0) + 1
         with (self.out / f"{name}.stderr").open("ab") as err:
             self.procs[name] = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
@@ -102,6 +104,14 @@ class Workers:
             elif e["type"] in ("revoked", "lost"):
                 mine -= set(e["partitions"])
         return mine
+
+    def all_started(self) -> bool:
+        """Whether every process got as far as its ``started`` event (its SIGTERM handler is
+        in place): a SIGTERM during a restarted worker's start-up would kill it (-15)."""
+        return all(
+            sum(e["type"] == "started" for e in self.events(name)) == starts
+            for name, starts in self.starts.items()
+        )
 
     def stop_all(self) -> dict[str, int]:
         codes = {}
@@ -204,6 +214,7 @@ async def test_every_input_record_is_output_exactly_once_through_kills_and_a_zom
             workers.kill_and_restart(victim)
         await wait_for(lambda: len(set(committed.values)) >= len(expected), BOUND_S,
                        "every record in the output")  # fmt: skip
+        await wait_for(workers.all_started, BOUND_S, "every worker started")
         codes = workers.stop_all()
         await wait_for_async(lambda: committed.caught_up(dst), BOUND_S)
     finally:
