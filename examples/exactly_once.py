@@ -23,6 +23,10 @@ Usage::
 ``--name`` makes the transactional id (``<group>-<name>``): give each process its own name
 and keep it across restarts. SIGTERM/SIGINT stop it after the transaction in hand.
 ``--events FILE`` appends one JSON line per assignment change, commit and abort.
+``--pause-file FILE`` is for tests only (``tests/examples/test_exactly_once.py``): once FILE
+exists, the worker deletes it and, in its next transaction, after writing the records and
+before sending the offsets, stops itself with SIGSTOP (a ``paused`` event first), as a GC
+pause or a stalled VM would stop it; the test sends SIGCONT when the group has moved on.
 Exit status: 0 after a clean stop, 1 on error, 2 when fenced by a newer process of the name.
 """
 
@@ -32,6 +36,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -39,7 +44,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aiogroup import Consumer, ConsumerRecord, TopicPartition, TransactionalProducer
+from aiogroup import (
+    Consumer,
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    TopicPartition,
+    TransactionalProducer,
+)
 from aiogroup.errors import ConsumerFencedError, ProducerFencedError, TransactionFailedError
 
 log = logging.getLogger("exactly_once")
@@ -79,22 +90,40 @@ class Listener:
         self.events("lost", partitions=sorted(tp.partition for tp in lost))
 
 
+async def pause_if_asked(
+    pause_file: Path | None, producer: TransactionalProducer, events: Events,
+    offsets: Mapping[TopicPartition, int],
+) -> None:
+    """Testing only (``--pause-file``): stop this process in the middle of the transaction,
+    its records written and its offsets not sent yet: a zombie once its session passes."""
+    if pause_file is None or not pause_file.exists():
+        return
+    pause_file.unlink()
+    await producer.flush()  # the records are in the output topic, uncommitted
+    events("paused", offsets={tp.partition: o for tp, o in offsets.items()})
+    os.kill(os.getpid(), signal.SIGSTOP)  # until SIGCONT
+
+
 async def process_batch(
     consumer: Consumer,
     producer: TransactionalProducer,
     output: str,
     batches: Mapping[TopicPartition, Sequence[ConsumerRecord]],
+    metadata: ConsumerGroupMetadata,
     events: Events,
+    pause_file: Path | None = None,
 ) -> bool:
-    """One transaction: the transformed records and the offsets after them. False when it
-    was aborted (the consumer is rewound to the committed offsets)."""
+    """One transaction: the transformed records and the offsets after them, committed as
+    the group member ``metadata`` names (the one that got the records). False when it was
+    aborted (the consumer is rewound to the committed offsets)."""
     producer.begin_transaction()
     try:
         for records in batches.values():
             for r in records:
                 await producer.send(output, transform(r.value), key=r.key)
         offsets = {tp: records[-1].offset + 1 for tp, records in batches.items() if records}
-        await producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+        await pause_if_asked(pause_file, producer, events, offsets)
+        await producer.send_offsets_to_transaction(offsets, metadata)
         await producer.commit_transaction()
     except (ConsumerFencedError, TransactionFailedError) as exc:
         log.warning("transaction aborted: %s", exc)
@@ -136,8 +165,15 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
     try:
         while not stop.is_set():
             batches = await consumer.getmany(timeout_ms=200, max_records=args.max_records)
+            # Who got these records: the offsets are committed in this member's name. Taken
+            # now, not at the commit: a consumer paused past its session forgets its
+            # generation when it hears it was expelled (generation -1, member ""), and the
+            # coordinator accepts transactional offsets that name no generation (the form
+            # before KIP-447) without fencing them.
+            metadata = consumer.group_metadata()
             if batches:
-                await process_batch(consumer, producer, args.output, batches, events)
+                await process_batch(consumer, producer, args.output, batches, metadata,
+                                    events, args.pause_file)  # fmt: skip
     except ProducerFencedError as exc:
         log.error("fenced: %s", exc)
         events("fenced")
@@ -162,6 +198,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--session-ms", type=int, default=10_000)
     p.add_argument("--heartbeat-ms", type=int, default=1_000)
     p.add_argument("--transaction-timeout-ms", type=int, default=60_000)
+    p.add_argument("--pause-file", type=Path, default=None,
+                   help="testing: once this file exists, SIGSTOP this process in the middle "
+                        "of its next transaction (see the module's docstring)")
     return p.parse_args(argv)
 
 

@@ -1,8 +1,15 @@
 """examples/exactly_once.py under fire on Apache Kafka 4.1.1: three worker processes turn an
 input topic into an output topic while the test SIGKILLs them at random points (seeded) and
-restarts them, and pauses one (SIGSTOP) past its session while the group rebalances
-cooperatively around it (a zombie), then lets it go on (SIGCONT). A ``read_committed`` reader
-of the output must see every input record exactly once: no duplicate, no gap."""
+restarts them, and pauses one (SIGSTOP) in the middle of a transaction, its output records
+written and its offsets not sent, past its session while the group rebalances cooperatively
+around it and the others process its partitions (a zombie), then lets it go on (SIGCONT): its
+offset commit must be refused (``ConsumerFencedError``) and its transaction aborted. A
+``read_committed`` reader of the output must see every input record exactly once: no
+duplicate, no gap.
+
+The zombie pauses itself (``--pause-file``: the example stops itself with SIGSTOP at that point
+of its next transaction), so the pause lands inside a transaction every run; a SIGSTOP sent
+from here when the worker reports it is inside one would race the commit."""
 
 from __future__ import annotations
 
@@ -34,6 +41,9 @@ INPUT_PARTITIONS, OUTPUT_PARTITIONS = 6, 3
 WAVES, PER_WAVE = 8, 400  # records per input partition come in waves of PER_WAVE in all
 SESSION_MS = 6000
 BOUND_S = 120.0
+#: Longer than the zombie's pause (bounded below), so that the transaction coordinator does
+#: not abort the paused transaction itself: what stops the zombie must be the group's fencing.
+TRANSACTION_TIMEOUT_MS = 90_000
 
 
 class Workers:
@@ -42,6 +52,7 @@ class Workers:
     def __init__(self, kafka: KafkaBroker, out: Path, group: str, src: str, dst: str) -> None:
         self.kafka, self.out, self.group, self.src, self.dst = kafka, out, group, src, dst
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.starts: dict[str, int] = {}
         self.kills = 0
 
     def start(self, name: str) -> None:
@@ -51,13 +62,23 @@ class Workers:
             "--events", str(self.out / f"{name}.events"), "--max-records", "50",
             "--batch-records", "4",  # Produce inside the transaction: kills leave aborted data
             "--session-ms", str(SESSION_MS), "--heartbeat-ms", "500",
-            "--transaction-timeout-ms", "10000",
+            "--transaction-timeout-ms", str(TRANSACTION_TIMEOUT_MS),
+            "--pause-file", str(self.pause_file(name)),
         ]  # fmt: skip
+        self.starts[name] = self.starts.get(name, 0) + 1
         with (self.out / f"{name}.stderr").open("ab") as err:
             self.procs[name] = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
             )  # fmt: skip
+
+    def pause_file(self, name: str) -> Path:
+        return self.out / f"{name}.pause"
+
+    def stopped(self, name: str) -> bool:
+        """Whether the process is stopped (state T in /proc/<pid>/stat)."""
+        stat = Path(f"/proc/{self.procs[name].pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] == "T"
 
     def kill_and_restart(self, name: str) -> None:
         proc = self.procs[name]
@@ -83,6 +104,14 @@ class Workers:
             elif e["type"] in ("revoked", "lost"):
                 mine -= set(e["partitions"])
         return mine
+
+    def all_started(self) -> bool:
+        """Whether every process got as far as its ``started`` event (its SIGTERM handler is
+        in place): a SIGTERM during a restarted worker's start-up would kill it (-15)."""
+        return all(
+            sum(e["type"] == "started" for e in self.events(name)) == starts
+            for name, starts in self.starts.items()
+        )
 
     def stop_all(self) -> dict[str, int]:
         codes = {}
@@ -148,7 +177,7 @@ async def test_every_input_record_is_output_exactly_once_through_kills_and_a_zom
     expected: list[bytes] = []
     zombie_wave = rng.randrange(2, WAVES - 2)
     zombie = ""
-    paused_at = float("inf")
+    pause: dict[str, Any] = {}
 
     def output_count() -> int:
         return len(committed.values)
@@ -165,16 +194,18 @@ async def test_every_input_record_is_output_exactly_once_through_kills_and_a_zom
             def value(p: int, i: int, wave: int = wave) -> bytes:
                 return b"w%d-p%d-%04d" % (wave, p, i)
 
+            if wave == zombie_wave:  # armed before the wave: it pauses on its next records
+                zombie = await arm_a_zombie(workers, names)
             await produce(apache_kafka4.bootstrap, src, dict.fromkeys(range(INPUT_PARTITIONS),
                           per), value=value)  # fmt: skip
             expected += [value(p, i).upper() for p in range(INPUT_PARTITIONS) for i in range(per)]
             if wave == zombie_wave:
-                others_target = len(expected) - per
-
-                def others_done(target: int = others_target) -> bool:
-                    return output_count() >= target
-
-                zombie, paused_at = await pause_a_zombie(workers, names, others_done)
+                ends = await committed.consumer.end_offsets(
+                    [TopicPartition(src, p) for p in range(INPUT_PARTITIONS)]
+                )
+                pause = await zombie_round(
+                    workers, names, zombie, {tp.partition: o for tp, o in ends.items()}
+                )
                 continue
             # A SIGKILL at a random point of this wave's processing, then a restart.
             victim = rng.choice(names)
@@ -183,6 +214,7 @@ async def test_every_input_record_is_output_exactly_once_through_kills_and_a_zom
             workers.kill_and_restart(victim)
         await wait_for(lambda: len(set(committed.values)) >= len(expected), BOUND_S,
                        "every record in the output")  # fmt: skip
+        await wait_for(workers.all_started, BOUND_S, "every worker started")
         codes = workers.stop_all()
         await wait_for_async(lambda: committed.caught_up(dst), BOUND_S)
     finally:
@@ -207,7 +239,7 @@ async def test_every_input_record_is_output_exactly_once_through_kills_and_a_zom
     events = [e for n in names for e in workers.events(n)]
     aborted = sum(e["type"] == "aborted" for e in events)
     fenced = sum(e.get("reason") == "ConsumerFencedError" for e in events)
-    zombie_fenced = sum(e.get("reason") == "ConsumerFencedError" and e["t"] > paused_at
+    zombie_fenced = sum(e.get("reason") == "ConsumerFencedError" and e["t"] > pause["at"]
                         for e in workers.events(zombie))  # fmt: skip
     summary = {
         "seed": SEED, "records_in": len(expected), "records_out": len(seen),
@@ -215,6 +247,8 @@ async def test_every_input_record_is_output_exactly_once_through_kills_and_a_zom
         "kills": workers.kills, "zombie": zombie, "aborted_transactions": aborted,
         "fenced_offset_commits": fenced,
         "zombie_fenced_after_sigcont": zombie_fenced,
+        "zombie_paused_s": round(pause["seconds"], 1),
+        "zombie_transaction_end": pause["end"],
         "read_uncommitted_records": len(uncommitted.values),
         "read_uncommitted_duplicates": len(uncommitted.values) - len(set(uncommitted.values)),
         "exit_codes": codes,
@@ -224,21 +258,37 @@ async def test_every_input_record_is_output_exactly_once_through_kills_and_a_zom
     assert (duplicates, gaps, strangers) == (0, 0, 0), summary
     assert len(seen) == len(expected)
     assert workers.kills == WAVES - 1
+    # The zombie path ran: the paused transaction ended in the group's refusal, not a commit.
+    assert pause["end"] == {"type": "aborted", "reason": "ConsumerFencedError"}, summary
+    assert zombie_fenced >= 1, summary
     assert all(code == 0 for code in codes.values()), summary
 
 
-async def pause_a_zombie(
-    workers: Workers, names: list[str], others_done: Any
-) -> tuple[str, float]:
-    """SIGSTOP a worker owning partitions; SIGCONT once the others took them over and
-    processed the wave (``others_done``). Its name and when it was paused."""
+async def arm_a_zombie(workers: Workers, names: list[str]) -> str:
+    """Pick a worker owning partitions and ask it to pause in its next transaction."""
     zombie: str = await wait_for(
         lambda: next((n for n in names if workers.owned(n)), None), BOUND_S,
         "a worker owning partitions",
     )  # fmt: skip
-    held = workers.owned(zombie)
-    paused_at = time.time()
-    workers.procs[zombie].send_signal(signal.SIGSTOP)
+    workers.pause_file(zombie).touch()
+    return zombie
+
+
+async def zombie_round(
+    workers: Workers, names: list[str], zombie: str, ends: dict[int, int]
+) -> dict[str, Any]:
+    """Wait for ``zombie`` to stop itself inside a transaction (records written, offsets not
+    sent), for the others to take its partitions over and commit every input partition up to
+    ``ends``, then SIGCONT it and wait for the end of its paused transaction. When it paused,
+    for how long, and how that transaction ended."""
+
+    def paused() -> dict[str, Any] | None:
+        event = next((e for e in workers.events(zombie) if e["type"] == "paused"), None)
+        return event if event is not None and workers.stopped(zombie) else None
+
+    event = await wait_for(paused, BOUND_S, "the zombie stopped inside a transaction")
+    paused_at = event["t"]
+    held = {int(p) for p in event["offsets"]}
     others = [n for n in names if n != zombie]
     await wait_for(
         lambda: any(e["type"] == "assigned" and held & set(e["partitions"])
@@ -246,9 +296,35 @@ async def pause_a_zombie(
                     for n in others for e in workers.events(n)),
         BOUND_S, "the group taking the zombie's partitions",
     )  # fmt: skip
-    await wait_for(others_done, BOUND_S, "the others processing the wave")
+
+    def others_done() -> bool:
+        done: dict[int, int] = {}
+        for n in others:
+            for e in workers.events(n):
+                if e["type"] == "committed":
+                    for p, o in e["offsets"].items():
+                        done[int(p)] = max(done.get(int(p), 0), o)
+        return all(done.get(p, 0) >= end for p, end in ends.items())
+
+    # Not through the read_committed reader: the zombie's open transaction holds the output's
+    # last stable offset until it ends.
+    await wait_for(others_done, BOUND_S, "the others committing every input partition")
+    seconds = time.time() - paused_at
+    assert seconds * 1000 < TRANSACTION_TIMEOUT_MS  # the coordinator did not abort it itself
+    assert workers.stopped(zombie)
     workers.procs[zombie].send_signal(signal.SIGCONT)
-    return zombie, paused_at
+
+    def end() -> dict[str, Any] | None:
+        after = [e for e in workers.events(zombie) if e["t"] > paused_at]
+        return next((e for e in after if e["type"] in ("committed", "aborted", "fenced",
+                                                        "started")), None)  # fmt: skip
+
+    ended = await wait_for(end, BOUND_S, "the end of the zombie's paused transaction")
+    return {
+        "at": paused_at,
+        "seconds": seconds,
+        "end": {k: ended[k] for k in ("type", "reason") if k in ended},
+    }
 
 
 async def wait_for_async(check: Any, timeout: float) -> None:

@@ -1,8 +1,11 @@
 """aiogroup.TransactionalProducer on Apache Kafka: commits and aborts as read_committed and
-read_uncommitted readers see them, KIP-447 fencing of a zombie consumer's offsets, fencing of
-a producer by a newer one, and the refusal on Kafka 2.3 (TxnOffsetCommit before v3)."""
+read_uncommitted readers see them, KIP-447 fencing of a zombie consumer's offsets (and the
+duplicates a zombie's transaction commits when its offsets name no generation), fencing of a
+producer by a newer one, and the refusal on Kafka 2.3 (TxnOffsetCommit before v3)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -22,7 +25,7 @@ from aiogroup.testing.fixtures import (  # noqa: F401 - fixtures are found by na
     apache_kafka4,
 )
 from aiogroup.testing.launchers.kafka import KafkaBroker
-from tests.consumer.helpers import CONVERGE_S, read_until, unique, wait_for
+from tests.consumer.helpers import CONVERGE_S, produce, read_until, unique, until, wait_for
 from tests.consumer.helpers import consumer as make_consumer
 
 pytestmark = pytest.mark.timeout(240)
@@ -121,6 +124,82 @@ async def test_a_zombie_consumers_offsets_are_fenced_and_the_owners_commit(
     async with reader:
         seen = await read_until(reader, lambda rs: len(rs) >= 1)
     assert [r.value for r in seen] == [b"owner output"]
+
+
+@pytest.mark.parametrize("offsets_as", ["the-member-that-read", "no-generation"])
+async def test_a_zombies_transaction_commits_duplicates_only_without_a_generation(
+    apache_kafka4: KafkaBroker,  # noqa: F811
+    offsets_as: str,
+) -> None:
+    """The zombie of ``tests/examples/test_exactly_once.py`` in one process, fenced or not.
+
+    A member reads a batch and writes its output in an open transaction, then leaves the group
+    (as a paused member is expelled); a new member reads the same batch and commits it. The
+    zombie's offsets are then sent named as the member that read the batch (KIP-447: refused,
+    the transaction aborts, the output holds each record once) or with no generation
+    (``ConsumerGroupMetadata(group)``, the form before KIP-447, which is also what
+    ``group_metadata()`` says once the consumer is out of the group): the coordinator accepts
+    them and the zombie's transaction commits the batch a second time. So the fenced counter
+    the process test asserts is what stands between it and duplicates."""
+    broker = _handle(apache_kafka4, "kafka4")
+    src, out, group = unique("zin"), unique("zout"), unique("zg")
+    apache_kafka4.create_topic(src, 1)
+    apache_kafka4.create_topic(out, 1)
+    count = 10
+    await produce(broker.bootstrap, src, {0: count}, value=lambda p, i: b"r%d" % i)
+    end = {TP(src, 0): count}
+
+    async def transform(producer: TransactionalProducer, records: list[Any]) -> None:
+        for r in records:
+            await producer.send(out, r.value.upper(), partition=0)
+        await producer.flush()  # written to the output, not committed
+
+    zombie = make_consumer(broker, group, [src], enable_auto_commit=False)
+    async with TransactionalProducer(broker.bootstrap, unique("tx")) as zombie_producer, \
+            TransactionalProducer(broker.bootstrap, unique("tx")) as owner_producer:  # fmt: skip
+        async with zombie:
+            batch = await read_until(zombie, lambda rs: len(rs) >= count)
+            read_by = zombie.group_metadata()
+            zombie_producer.begin_transaction()
+            await transform(zombie_producer, batch)
+        assert zombie.group_metadata() == ConsumerGroupMetadata(group)  # out of the group
+        metadata = read_by if offsets_as == "the-member-that-read" else ConsumerGroupMetadata(group)
+
+        owner = make_consumer(broker, group, [src], enable_auto_commit=False)
+        async with owner:
+            again = await read_until(owner, lambda rs: len(rs) >= count)
+            owner_producer.begin_transaction()
+            await transform(owner_producer, again)
+            await owner_producer.send_offsets_to_transaction(end, owner.group_metadata())
+            await owner_producer.commit_transaction()
+
+            if offsets_as == "the-member-that-read":
+                with pytest.raises(ConsumerFencedError) as fenced:
+                    await zombie_producer.send_offsets_to_transaction(end, metadata)
+                assert fenced.value.error_code == 25  # UNKNOWN_MEMBER_ID
+                await zombie_producer.abort_transaction()
+            else:
+                await zombie_producer.send_offsets_to_transaction(end, metadata)  # accepted
+                await zombie_producer.commit_transaction()
+
+    reader = make_consumer(broker, unique("g"), [out], isolation_level="read_committed")
+    seen: list[bytes] = []
+
+    async def caught_up() -> bool:
+        for records in (await reader.getmany(timeout_ms=200)).values():
+            seen.extend(r.value for r in records)
+        tp = TP(out, 0)
+        if tp not in reader.assignment():
+            return False
+        return await reader.position(tp) >= (await reader.end_offsets([tp]))[tp]
+
+    async with reader:
+        await until(caught_up, CONVERGE_S, "the read_committed reader at the end")
+    want = sorted(b"R%d" % i for i in range(count))
+    if offsets_as == "the-member-that-read":
+        assert sorted(seen) == want  # exactly once
+    else:
+        assert sorted(seen) == sorted(want * 2)  # every record twice: nothing fenced it
 
 
 async def test_a_newer_producer_of_the_same_id_fences_the_older(
