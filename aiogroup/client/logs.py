@@ -86,6 +86,8 @@ LIBRARY_LOGGERS = (
     "aiogroup.assignors",
     "aiogroup.observability.metrics",
     "aiogroup.observability.telemetry",
+    "aiogroup.observability.telemetry_kafka",
+    "aiogroup.producer",
 )
 
 
