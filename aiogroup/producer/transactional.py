@@ -110,7 +110,9 @@ class TransactionalProducer:
     Kafka before 2.5), ``send_offsets_to_transaction`` raises
     :class:`~aiogroup.errors.UnsupportedApiVersionError` unless this is True; then the
     application must fence zombies itself with one transactional id per input partition (see
-    docs/exactly-once.md). Other options: ``client_options`` go to aiokafka's client (TLS,
+    docs/exactly-once.md). It also lets group metadata without a generation (-1) through,
+    which Kafka commits unchecked; otherwise that is refused as a fenced consumer. Other
+    options: ``client_options`` go to aiokafka's client (TLS,
     SASL) as for the consumer.
     """
 
@@ -282,7 +284,9 @@ class TransactionalProducer:
         """Commit ``offsets`` (the next offset to read, per partition) of the consumer
         described by ``group_metadata`` (``consumer.group_metadata()``) in the open
         transaction. Raises :class:`~aiogroup.errors.ConsumerFencedError` if the group
-        coordinator says the consumer no longer owns them (the transaction is then abortable)."""
+        coordinator says the consumer no longer owns them, or if ``group_metadata`` names no
+        generation (-1: Kafka would commit it unchecked) unless ``allow_unfenced_offsets``; the
+        transaction is then abortable."""
         self._check(TransactionState.IN_TRANSACTION)
         if not offsets:
             return
@@ -292,6 +296,18 @@ class TransactionalProducer:
                 "fence a zombie consumer's offsets. Use one transactional id per input "
                 "partition and allow_unfenced_offsets=True (docs/exactly-once.md)"
             )
+        if group_metadata.generation_id < 0 and not self.allow_unfenced_offsets:
+            # Kafka takes a TxnOffsetCommit without a generation as a pre-KIP-447 one and checks
+            # nothing: a zombie whose consumer was expelled (generation -1, no member id)
+            # would commit offsets another member now owns. Its records must be read again.
+            exc = ConsumerFencedError(
+                f"the consumer of group {group_metadata.group_id!r} is in no generation "
+                "(expelled, rejoining or not yet joined): its offsets would be committed "
+                "unfenced; abort the transaction and read again from the committed offsets "
+                "(take consumer.group_metadata() when the batch is read: docs/exactly-once.md)"
+            )
+            self._abortable(exc)
+            raise exc
         group = group_metadata.group_id
         async with self._lock:
             try:

@@ -126,7 +126,9 @@ async def test_a_zombie_consumers_offsets_are_fenced_and_the_owners_commit(
     assert [r.value for r in seen] == [b"owner output"]
 
 
-@pytest.mark.parametrize("offsets_as", ["the-member-that-read", "no-generation"])
+@pytest.mark.parametrize(
+    "offsets_as", ["the-member-that-read", "no-generation", "no-generation-allowed"]
+)
 async def test_a_zombies_transaction_commits_duplicates_only_without_a_generation(
     apache_kafka4: KafkaBroker,  # noqa: F811
     offsets_as: str,
@@ -135,12 +137,13 @@ async def test_a_zombies_transaction_commits_duplicates_only_without_a_generatio
 
     A member reads a batch and writes its output in an open transaction, then leaves the group
     (as a paused member is expelled); a new member reads the same batch and commits it. The
-    zombie's offsets are then sent named as the member that read the batch (KIP-447: refused,
-    the transaction aborts, the output holds each record once) or with no generation
-    (``ConsumerGroupMetadata(group)``, the form before KIP-447, which is also what
-    ``group_metadata()`` says once the consumer is out of the group): the coordinator accepts
-    them and the zombie's transaction commits the batch a second time. So the fenced counter
-    the process test asserts is what stands between it and duplicates."""
+    zombie's offsets are then sent named as the member that read the batch (KIP-447: the
+    coordinator refuses, the transaction aborts, the output holds each record once) or with no
+    generation (``ConsumerGroupMetadata(group)``, the form before KIP-447, which is also what
+    ``group_metadata()`` says once the consumer is out of the group): the producer refuses
+    that itself, unless ``allow_unfenced_offsets``; then the coordinator accepts them and the
+    zombie's transaction commits the batch a second time. So the fencing the process test
+    asserts is what stands between it and duplicates."""
     broker = _handle(apache_kafka4, "kafka4")
     src, out, group = unique("zin"), unique("zout"), unique("zg")
     apache_kafka4.create_topic(src, 1)
@@ -155,7 +158,10 @@ async def test_a_zombies_transaction_commits_duplicates_only_without_a_generatio
         await producer.flush()  # written to the output, not committed
 
     zombie = make_consumer(broker, group, [src], enable_auto_commit=False)
-    async with TransactionalProducer(broker.bootstrap, unique("tx")) as zombie_producer, \
+    unfenced = offsets_as == "no-generation-allowed"
+    async with TransactionalProducer(
+        broker.bootstrap, unique("tx"), allow_unfenced_offsets=unfenced
+    ) as zombie_producer, \
             TransactionalProducer(broker.bootstrap, unique("tx")) as owner_producer:  # fmt: skip
         async with zombie:
             batch = await read_until(zombie, lambda rs: len(rs) >= count)
@@ -173,10 +179,13 @@ async def test_a_zombies_transaction_commits_duplicates_only_without_a_generatio
             await owner_producer.send_offsets_to_transaction(end, owner.group_metadata())
             await owner_producer.commit_transaction()
 
-            if offsets_as == "the-member-that-read":
+            if not unfenced:
                 with pytest.raises(ConsumerFencedError) as fenced:
                     await zombie_producer.send_offsets_to_transaction(end, metadata)
-                assert fenced.value.error_code == 25  # UNKNOWN_MEMBER_ID
+                if offsets_as == "the-member-that-read":
+                    assert fenced.value.error_code == 25  # UNKNOWN_MEMBER_ID, the coordinator's
+                else:
+                    assert "in no generation" in str(fenced.value)  # the producer's own check
                 await zombie_producer.abort_transaction()
             else:
                 await zombie_producer.send_offsets_to_transaction(end, metadata)  # accepted
@@ -196,7 +205,7 @@ async def test_a_zombies_transaction_commits_duplicates_only_without_a_generatio
     async with reader:
         await until(caught_up, CONVERGE_S, "the read_committed reader at the end")
     want = sorted(b"R%d" % i for i in range(count))
-    if offsets_as == "the-member-that-read":
+    if not unfenced:
         assert sorted(seen) == want  # exactly once
     else:
         assert sorted(seen) == sorted(want * 2)  # every record twice: nothing fenced it
