@@ -1,0 +1,190 @@
+"""OAUTHBEARER with token refresh and KIP-368 re-authentication, on Apache Kafka 4.1.1.
+
+The broker accepts Kafka's unsecured JWS tokens (``OAuthBearerUnsecuredValidatorCallbackHandler``)
+and has ``connections.max.reauth.ms`` = 3 s: every SASL session lasts at most 3 s (less when the
+token expires sooner), and a connection that has not re-authenticated by then is closed at its
+next request. Tokens live 4 s. A consumer in a group reads records produced all along for
+several token lifetimes and re-authentication periods: nothing is lost, no connection is
+dropped, every token is replaced before it expires, every connection re-authenticates.
+
+A raw aiokafka connection (no re-authentication) on the same listener shows that the broker
+does close a connection whose session ran out, so the consumer's unbroken connections are
+the re-authentication's doing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from aiogroup import Consumer, TopicPartition
+from aiogroup.client.oauth import TokenSource
+from aiogroup.errors import SaslAuthenticationError
+from aiogroup.testing.launchers.kafka import (
+    KAFKA4_VERSION,
+    KafkaBroker,
+    kafka_available,
+    security_config,
+)
+from aiogroup.testing.oauth import UnsecuredTokens, unsecured_jws
+
+pytestmark = [pytest.mark.kafka4, pytest.mark.timeout(240)]
+
+REAUTH_MS = 3_000
+TOKEN_MS = 4_000
+RUN_S = 15.0
+TOPIC = "payments"
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[KafkaBroker]:
+    ok, reason = kafka_available(KAFKA4_VERSION)
+    if not ok:
+        message = f"Apache Kafka {KAFKA4_VERSION} cannot run here: {reason}"
+        if os.environ.get("AIOGROUP_REQUIRE_KAFKA") == "1":
+            pytest.fail(f"{message} (AIOGROUP_REQUIRE_KAFKA=1)", pytrace=False)
+        pytest.skip(message)
+    settings = security_config(mechanisms=["PLAIN", "OAUTHBEARER"], reauth_ms=REAUTH_MS)
+    with KafkaBroker(version=KAFKA4_VERSION, **settings) as broker:
+        broker.create_topic(TOPIC, PARTITIONS)
+        yield broker
+
+
+def oauth_options(provider: object) -> dict[str, object]:
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "OAUTHBEARER",
+        "sasl_oauth_token_provider": provider,
+    }
+
+
+async def test_a_consumer_runs_through_token_lifetimes_and_reauthentications(
+    kafka: KafkaBroker,
+) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    tokens = UnsecuredTokens("alice", lifetime_ms=TOKEN_MS)
+    sent: set[bytes] = set()
+    got: dict[bytes, TopicPartition] = {}
+    loop = asyncio.get_running_loop()
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=5)
+    await producer.start()
+    consumer = Consumer(
+        f"127.0.0.1:{kafka.ports['SASL_PLAINTEXT']}",
+        "oauth-group",
+        topics=[TOPIC],
+        auto_offset_reset="earliest",
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=500,
+        request_timeout_ms=10_000,
+        **oauth_options(tokens),  # type: ignore[arg-type]
+    )
+    try:
+        async with asyncio.timeout(RUN_S + 90):
+            async with consumer:
+                sasl = consumer.member.transport.sasl
+                assert sasl is not None and sasl.token_source is not None
+                await consumer.member.wait_for_assignment()
+                stop_at = loop.time() + RUN_S
+                n = 0
+                while loop.time() < stop_at or len(got) < len(sent):
+                    if loop.time() < stop_at:
+                        value = b"r%d" % n
+                        await producer.send_and_wait(TOPIC, value, partition=n % PARTITIONS)
+                        sent.add(value)
+                        n += 1
+                    batches = await consumer.getmany(timeout_ms=100)
+                    for tp, records in batches.items():
+                        for r in records:
+                            assert r.value is not None
+                            got[r.value] = tp
+                stats = sasl.token_source.stats
+                connections = sasl.authentications
+                reauths = sasl.reauthentications
+    finally:
+        await producer.stop()
+    # Nothing lost, nothing read twice (one member, no rebalance after the first).
+    assert set(got) == sent and len(sent) > 50
+    # Every token was replaced before it expired, by the background refresh.
+    issued = tokens.issued
+    assert len(issued) >= RUN_S * 1000 // TOKEN_MS
+    for before, after in zip(issued, issued[1:], strict=False):
+        assert before.expires_at_ms is not None and after.expires_at_ms is not None
+        assert after.expires_at_ms - TOKEN_MS < before.expires_at_ms
+    print(f"\n{len(sent)} records, {tokens.calls} tokens, {sasl}, {stats}")
+    assert stats.failures == 0 and stats.provider_calls == tokens.calls == len(issued)
+    assert stats.refreshes >= 1  # in the background (the others: due when re-authenticating)
+    # Every connection re-authenticated all along; none was closed and reopened (the broker
+    # closes a connection that misses its deadline, as the last test shows).
+    assert sasl.reauthentication_failures == 0 and sasl.last_error is None
+    assert 0 < sasl.session_lifetime_ms <= REAUTH_MS
+    assert connections <= 2, f"{connections} authentications: connections were dropped"
+    assert reauths >= connections * int(RUN_S * 1000 / (REAUTH_MS * 0.95) - 1)
+
+
+async def test_a_token_the_broker_refuses_at_reauthentication_surfaces(
+    kafka: KafkaBroker,
+) -> None:
+    """Tokens turn bad (no ``exp`` claim) while the consumer runs: the re-authentication is
+    refused, counted and logged, and the consumer's next call raises the broker's refusal."""
+    good = UnsecuredTokens("alice", lifetime_ms=TOKEN_MS)
+    turned = asyncio.Event()
+
+    def provider() -> str:
+        if turned.is_set():
+            return unsecured_jws("alice", lifetime_ms=None)  # no exp: refused
+        return good().value
+
+    consumer = Consumer(
+        f"127.0.0.1:{kafka.ports['SASL_PLAINTEXT']}",
+        "oauth-bad",
+        topics=[TOPIC],
+        auto_offset_reset="earliest",
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=500,
+        request_timeout_ms=5_000,
+        **oauth_options(provider),  # type: ignore[arg-type]
+    )
+    async with asyncio.timeout(60):
+        with pytest.raises(SaslAuthenticationError, match="OAUTHBEARER|sub|principal"):
+            async with consumer:
+                await consumer.member.wait_for_assignment()
+                sasl = consumer.member.transport.sasl
+                assert sasl is not None
+                turned.set()
+                while True:
+                    await consumer.getmany(timeout_ms=200)
+        assert sasl.reauthentication_failures >= 1
+        assert isinstance(sasl.last_error, SaslAuthenticationError)
+        print(f"\nrefused: {sasl.last_error}")
+
+
+async def test_without_reauthentication_the_broker_closes_the_connection(
+    kafka: KafkaBroker,
+) -> None:
+    """The control: aiokafka's own connection authenticates once; after the session lifetime
+    its next request finds the connection closed by the broker."""
+    from aiokafka.conn import create_conn
+    from aiokafka.errors import KafkaConnectionError
+    from aiokafka.protocol.metadata import MetadataRequest
+
+    source = TokenSource(UnsecuredTokens("alice", lifetime_ms=60_000))
+    conn = await create_conn(
+        "127.0.0.1", kafka.ports["SASL_PLAINTEXT"], **oauth_options(source)
+    )
+    loop = asyncio.get_running_loop()
+    opened = loop.time()
+    try:
+        await conn.send(MetadataRequest([]))  # within the session: answered
+        async with asyncio.timeout(30):
+            while loop.time() < opened + REAUTH_MS / 1000 + 0.5:  # the session runs out
+                await asyncio.sleep(0.1)
+        with pytest.raises((KafkaConnectionError, ConnectionError, asyncio.TimeoutError)):
+            await conn.send(MetadataRequest([]))
+    finally:
+        conn.close()
+        await source.close()
