@@ -1,5 +1,6 @@
-"""Unsecured OAUTHBEARER tokens for tests: what Kafka's ``OAuthBearerUnsecuredValidatorCallbackHandler``
-accepts (and the embedded broker does not serve OAUTHBEARER).
+"""Unsecured OAUTHBEARER tokens for tests: what Kafka's
+``OAuthBearerUnsecuredValidatorCallbackHandler`` accepts (the embedded broker does not serve
+OAUTHBEARER).
 
 An unsecured JWS is ``base64url(header) "." base64url(claims) "."``: header ``{"alg":"none"}``,
 claims ``sub`` (the principal), ``iat`` and ``exp`` (seconds since the epoch, fractions allowed),

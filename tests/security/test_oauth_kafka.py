@@ -15,7 +15,9 @@ the re-authentication's doing.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -112,12 +114,12 @@ async def test_a_consumer_runs_through_token_lifetimes_and_reauthentications(
     # Every token was replaced before it expired, by the background refresh.
     issued = tokens.issued
     assert len(issued) >= RUN_S * 1000 // TOKEN_MS
-    for before, after in zip(issued, issued[1:], strict=False):
+    for before, after in itertools.pairwise(issued):
         assert before.expires_at_ms is not None and after.expires_at_ms is not None
         assert after.expires_at_ms - TOKEN_MS < before.expires_at_ms
-    print(f"\n{len(sent)} records, {tokens.calls} tokens, {sasl}, {stats}")
     assert stats.failures == 0 and stats.provider_calls == tokens.calls == len(issued)
-    assert stats.refreshes >= 1  # in the background (the others: due when re-authenticating)
+    # (Fetched by the background refresh, or by a re-authentication that found the refresh due
+    # or under 1.5 s left: with 4 s tokens and 3 s sessions mostly the latter.)
     # Every connection re-authenticated all along; none was closed and reopened (the broker
     # closes a connection that misses its deadline, as the last test shows).
     assert sasl.reauthentication_failures == 0 and sasl.last_error is None
@@ -132,7 +134,7 @@ async def test_a_token_the_broker_refuses_at_reauthentication_surfaces(
     """Tokens turn bad (no ``exp`` claim) while the consumer runs: the re-authentication is
     refused, counted and logged, and the consumer's next call raises the broker's refusal."""
     good = UnsecuredTokens("alice", lifetime_ms=TOKEN_MS)
-    turned = asyncio.Event()
+    turned = threading.Event()  # read by the provider in its worker thread
 
     def provider() -> str:
         if turned.is_set():
@@ -150,7 +152,7 @@ async def test_a_token_the_broker_refuses_at_reauthentication_surfaces(
         **oauth_options(provider),  # type: ignore[arg-type]
     )
     async with asyncio.timeout(60):
-        with pytest.raises(SaslAuthenticationError, match="OAUTHBEARER|sub|principal"):
+        with pytest.raises(SaslAuthenticationError, match="invalid_token"):
             async with consumer:
                 await consumer.member.wait_for_assignment()
                 sasl = consumer.member.transport.sasl
@@ -158,9 +160,9 @@ async def test_a_token_the_broker_refuses_at_reauthentication_surfaces(
                 turned.set()
                 while True:
                     await consumer.getmany(timeout_ms=200)
-        assert sasl.reauthentication_failures >= 1
-        assert isinstance(sasl.last_error, SaslAuthenticationError)
-        print(f"\nrefused: {sasl.last_error}")
+    assert sasl is not None and sasl.reauthentication_failures >= 1
+    assert isinstance(sasl.last_error, SaslAuthenticationError)
+    assert "OAUTHBEARER (KIP-368) failed" in str(sasl.last_error)
 
 
 async def test_without_reauthentication_the_broker_closes_the_connection(

@@ -42,8 +42,8 @@ __all__ = [
     "cache_dir",
     "find_java",
     "sasl_jaas",
-    "unsecured_oauthbearer_config",
     "security_config",
+    "unsecured_oauthbearer_config",
 ]
 
 #: The version that ``KafkaBroker()`` starts without ``version=`` (ZooKeeper mode).
