@@ -255,15 +255,67 @@ class OAuthBearerExchange:
 
 
 class ReauthClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
-    """aiokafka's client whose connections to brokers are :class:`ReauthConnection` s.
+    """aiokafka's client whose connections are :class:`ReauthConnection` s.
 
-    Only how a connection is opened differs (``_get_conn``); the bootstrap connection, closed
-    once the first metadata is in, stays aiokafka's own."""
+    Only how a connection is opened differs: ``_get_conn`` for the brokers, ``bootstrap`` for
+    the first metadata (so that a refused OAUTHBEARER token is seen there too)."""
 
     def __init__(self, *, sessions: SaslSessions, **options: Any) -> None:
         super().__init__(**options)
         self.sasl_sessions = sessions
         self._reauth_rng = random.Random()
+
+    def _connection(self, host: str, port: int, **extra: Any) -> ReauthConnection:
+        return ReauthConnection(
+            host,
+            port,
+            sessions=self.sasl_sessions,
+            rng=self._reauth_rng,
+            client_id=self._client_id,
+            request_timeout_ms=self._request_timeout_ms,
+            ssl_context=self._ssl_context,
+            security_protocol=self._security_protocol,
+            max_idle_ms=self._connections_max_idle_ms,
+            sasl_mechanism=self._sasl_mechanism,
+            sasl_plain_username=self._sasl_plain_username,
+            sasl_plain_password=self._sasl_plain_password,
+            sasl_kerberos_service_name=self._sasl_kerberos_service_name,
+            sasl_kerberos_domain_name=self._sasl_kerberos_domain_name,
+            sasl_oauth_token_provider=self._sasl_oauth_token_provider,
+            **extra,
+        )
+
+    async def bootstrap(self) -> None:
+        """The first cluster metadata, from the first bootstrap server that answers (as
+        aiokafka's, over a :class:`ReauthConnection`)."""
+        from aiokafka.errors import KafkaConnectionError
+        from aiokafka.protocol.metadata import MetadataRequest
+
+        for host, port, _ in self.hosts:
+            conn = self._connection(host, port)
+            try:
+                await conn.connect()
+            except AiogroupError:
+                raise
+            except (OSError, TimeoutError, KafkaError) as err:
+                log.error('Unable connect to "%s:%s": %s', host, port, err)
+                continue
+            try:
+                metadata = await conn.send(MetadataRequest([]))
+            except (KafkaError, TimeoutError) as err:
+                log.warning('Unable to request metadata from "%s:%s": %s', host, port, err)
+                conn.close()
+                continue
+            self.cluster.update_metadata(metadata)
+            if self.cluster.brokers():
+                conn.close()
+            else:  # no brokers listed yet: keep this connection until there are
+                self._conns[("bootstrap", ConnectionGroup.DEFAULT)] = conn
+            break
+        else:
+            raise KafkaConnectionError(f"Unable to bootstrap from {self.hosts}")
+        if getattr(self, "_sync_task", None) is None:  # the metadata refresher, as aiokafka's
+            self._sync_task = asyncio.get_running_loop().create_task(self._md_synchronizer())
 
     async def _get_conn(
         self, node_id: Any, *, group: Any = ConnectionGroup.DEFAULT, no_hint: bool = False
@@ -282,23 +334,8 @@ class ReauthClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         async with self._get_conn_lock:
             if conn_id in self._conns:
                 return self._conns[conn_id]
-            conn = ReauthConnection(
-                broker.host,
-                broker.port,
-                sessions=self.sasl_sessions,
-                rng=self._reauth_rng,
-                client_id=self._client_id,
-                request_timeout_ms=self._request_timeout_ms,
-                ssl_context=self._ssl_context,
-                security_protocol=self._security_protocol,
-                on_close=self._on_connection_closed,
-                max_idle_ms=self._connections_max_idle_ms,
-                sasl_mechanism=self._sasl_mechanism,
-                sasl_plain_username=self._sasl_plain_username,
-                sasl_plain_password=self._sasl_plain_password,
-                sasl_kerberos_service_name=self._sasl_kerberos_service_name,
-                sasl_kerberos_domain_name=self._sasl_kerberos_domain_name,
-                sasl_oauth_token_provider=self._sasl_oauth_token_provider,
+            conn = self._connection(
+                broker.host, broker.port, on_close=self._on_connection_closed
             )
             try:
                 await conn.connect()

@@ -39,7 +39,7 @@ def test_the_demo_reads_everything_through_refreshes_and_reauthentications() -> 
     )
     assert found, out.stdout
     tokens, connections, reauths = map(int, found.groups())
-    assert tokens >= 3 and connections <= 2 and reauths >= 2 * connections
+    assert tokens >= 3 and connections <= 3 and reauths >= 4  # bootstrap, group, fetches
 
 
 def test_the_client_credentials_provider_asks_the_token_endpoint() -> None:
