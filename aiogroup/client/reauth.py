@@ -67,13 +67,19 @@ _REAUTHENTICATING: contextvars.ContextVar[object | None] = contextvars.ContextVa
 @dataclass
 class SaslSessions:
     """SASL on one client's connections: ``authentications`` (connections authenticated when
-    opened), ``reauthentications`` and ``reauthentication_failures`` (KIP-368), the last
+    opened), ``reauthentications`` and ``reauthentication_failures`` (KIP-368), how many
+    re-authentications ``waited_for_in_flight`` answers and how many requests were
+    ``held_requests`` meanwhile, the last
     ``session_lifetime_ms`` a broker gave (0: none), the ``last_error`` of a re-authentication,
     and the OAUTHBEARER ``token_source`` (None for other mechanisms)."""
 
     authentications: int = 0
     reauthentications: int = 0
     reauthentication_failures: int = 0
+    #: Re-authentications that first waited for answers in flight, and requests held back
+    #: while one ran (sent right after it).
+    waited_for_in_flight: int = 0
+    held_requests: int = 0
     session_lifetime_ms: int = 0
     last_error: AuthenticationError | None = None
     token_source: TokenSource | None = None
@@ -149,6 +155,7 @@ class ReauthConnection(AIOKafkaConnection):  # type: ignore[misc]  # aiokafka is
         return response
 
     async def _send_after_reauthentication(self, request: Any, expect_response: bool) -> Any:
+        self._sessions.held_requests += 1
         while (gate := self._gate) is not None:
             await gate.wait()
         return await self.send(request, expect_response)
@@ -177,7 +184,8 @@ class ReauthConnection(AIOKafkaConnection):  # type: ignore[misc]  # aiokafka is
         failed: BaseException | None = None
         try:
             if self._requests:  # every answer first (those given up on too): Kafka takes no
-                self._drained = asyncio.Event()  # other request during a re-authentication
+                self._sessions.waited_for_in_flight += 1  # other request meanwhile
+                self._drained = asyncio.Event()
                 await self._drained.wait()
             if not self.connected():
                 return
