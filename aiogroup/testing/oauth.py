@@ -1,6 +1,6 @@
 """Unsecured OAUTHBEARER tokens for tests: what Kafka's
-``OAuthBearerUnsecuredValidatorCallbackHandler`` accepts (the embedded broker does not serve
-OAUTHBEARER).
+``OAuthBearerUnsecuredValidatorCallbackHandler`` accepts, and the embedded broker's
+:class:`~aiogroup.testing.sasl.OAuthBearerServer`.
 
 An unsecured JWS is ``base64url(header) "." base64url(claims) "."``: header ``{"alg":"none"}``,
 claims ``sub`` (the principal), ``iat`` and ``exp`` (seconds since the epoch, fractions allowed),

@@ -1,11 +1,14 @@
-"""OAUTHBEARER with token refresh and KIP-368 re-authentication, on Apache Kafka 4.1.1.
+"""OAUTHBEARER with token refresh and KIP-368 re-authentication, on the embedded broker and
+Apache Kafka 4.1.1.
 
-The broker accepts Kafka's unsecured JWS tokens (``OAuthBearerUnsecuredValidatorCallbackHandler``)
-and has ``connections.max.reauth.ms`` = 3 s: every SASL session lasts at most 3 s (less when the
-token expires sooner), and a connection that has not re-authenticated by then is closed at its
-next request. Tokens live 4 s. A consumer in a group reads records produced all along for
-several token lifetimes and re-authentication periods: nothing is lost, no connection is
-dropped, every token is replaced before it expires, every connection re-authenticates.
+Both brokers accept unsecured JWS tokens (Kafka's ``OAuthBearerUnsecuredValidatorCallbackHandler``,
+the embedded broker's :class:`~aiogroup.testing.sasl.OAuthBearerServer`) and have
+``connections.max.reauth.ms`` = 3 s: every SASL session lasts at most 3 s (less when the token
+expires sooner), and a connection that has not re-authenticated by then is closed at its next
+request. Tokens live 4 s. A consumer in a group reads records produced all along for several
+token lifetimes and re-authentication periods: nothing is lost, no connection is dropped, every
+token is replaced before it expires, every connection re-authenticates (the embedded broker
+counts them too).
 
 A raw aiokafka connection (no re-authentication) on the same listener shows that the broker
 does close a connection whose session ran out, so the consumer's unbroken connections are
@@ -18,22 +21,25 @@ import asyncio
 import itertools
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import pytest
 
 from aiogroup import Consumer, TopicPartition
 from aiogroup.client.oauth import TokenSource
 from aiogroup.errors import OAuthTokenError, SaslAuthenticationError
+from aiogroup.testing import ThreadedBroker
 from aiogroup.testing.launchers.kafka import (
     KAFKA4_VERSION,
     KafkaBroker,
     kafka_available,
     security_config,
 )
+from aiogroup.testing.listeners import Listener
 from aiogroup.testing.oauth import UnsecuredTokens, unsecured_jws
 
-pytestmark = [pytest.mark.kafka4, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.timeout(240)]
 
 REAUTH_MS = 3_000
 TOKEN_MS = 4_000
@@ -42,8 +48,37 @@ TOPIC = "payments"
 PARTITIONS = 3
 
 
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[KafkaBroker]:
+@dataclass
+class OAuthBroker:
+    kind: str
+    bootstrap: str  # PLAINTEXT, for the producer
+    sasl_port: int
+    #: Re-authentications the broker accepted (None: not counted, Kafka's are in JMX).
+    reauthentications: Callable[[], int | None]
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.sasl_port}"
+
+
+@pytest.fixture(
+    scope="module",
+    params=["embedded", pytest.param("kafka4", marks=pytest.mark.kafka4)],
+)
+def kafka(request: pytest.FixtureRequest) -> Iterator[OAuthBroker]:
+    if request.param == "embedded":
+        with ThreadedBroker(
+            topics={TOPIC: PARTITIONS},
+            listeners=[Listener("SASL_PLAINTEXT")],
+            sasl_mechanisms=["PLAIN", "OAUTHBEARER"],
+            connections_max_reauth_ms=REAUTH_MS,
+        ) as embedded:
+            inner = embedded.broker
+            yield OAuthBroker(
+                "embedded", embedded.bootstrap, inner.ports["SASL_PLAINTEXT"],
+                lambda: inner.reauthentications,
+            )  # fmt: skip
+        return
     ok, reason = kafka_available(KAFKA4_VERSION)
     if not ok:
         message = f"Apache Kafka {KAFKA4_VERSION} cannot run here: {reason}"
@@ -53,7 +88,7 @@ def kafka() -> Iterator[KafkaBroker]:
     settings = security_config(mechanisms=["PLAIN", "OAUTHBEARER"], reauth_ms=REAUTH_MS)
     with KafkaBroker(version=KAFKA4_VERSION, **settings) as broker:
         broker.create_topic(TOPIC, PARTITIONS)
-        yield broker
+        yield OAuthBroker("kafka4", broker.bootstrap, broker.ports["SASL_PLAINTEXT"], lambda: None)
 
 
 def oauth_options(provider: object) -> dict[str, object]:
@@ -65,7 +100,7 @@ def oauth_options(provider: object) -> dict[str, object]:
 
 
 async def test_a_consumer_runs_through_token_lifetimes_and_reauthentications(
-    kafka: KafkaBroker,
+    kafka: OAuthBroker,
 ) -> None:
     from aiokafka import AIOKafkaProducer
 
@@ -76,7 +111,7 @@ async def test_a_consumer_runs_through_token_lifetimes_and_reauthentications(
     producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=5)
     await producer.start()
     consumer = Consumer(
-        f"127.0.0.1:{kafka.ports['SASL_PLAINTEXT']}",
+        kafka.address,
         "oauth-group",
         topics=[TOPIC],
         auto_offset_reset="earliest",
@@ -135,11 +170,13 @@ async def test_a_consumer_runs_through_token_lifetimes_and_reauthentications(
     # In the idle tail re-authentications waited for the long polls' answers, and requests
     # made meanwhile were held, then sent; none failed (nothing lost above).
     assert waited >= 1 and held >= 1
-    print(f"\n{len(sent)} records; {tokens.calls} tokens; {sasl}")
+    counted = kafka.reauthentications()
+    assert counted is None or counted >= reauths  # the broker's count (the embedded one's)
+    print(f"\n{kafka.kind}: {len(sent)} records; {tokens.calls} tokens; {sasl}; broker {counted}")
 
 
 async def test_a_token_the_broker_refuses_at_reauthentication_surfaces(
-    kafka: KafkaBroker,
+    kafka: OAuthBroker,
 ) -> None:
     """Tokens turn bad (no ``exp`` claim) while the consumer runs: the re-authentication is
     refused, counted and logged, and the consumer's next call raises the broker's refusal."""
@@ -152,7 +189,7 @@ async def test_a_token_the_broker_refuses_at_reauthentication_surfaces(
         return good().value
 
     consumer = Consumer(
-        f"127.0.0.1:{kafka.ports['SASL_PLAINTEXT']}",
+        kafka.address,
         "oauth-bad",
         topics=[TOPIC],
         auto_offset_reset="earliest",
@@ -176,7 +213,7 @@ async def test_a_token_the_broker_refuses_at_reauthentication_surfaces(
 
 
 async def test_without_reauthentication_the_broker_closes_the_connection(
-    kafka: KafkaBroker,
+    kafka: OAuthBroker,
 ) -> None:
     """The control: aiokafka's own connection authenticates once; after the session lifetime
     its next request finds the connection closed by the broker."""
@@ -186,7 +223,7 @@ async def test_without_reauthentication_the_broker_closes_the_connection(
 
     source = TokenSource(UnsecuredTokens("alice", lifetime_ms=60_000))
     conn = await create_conn(
-        "127.0.0.1", kafka.ports["SASL_PLAINTEXT"], **oauth_options(source)
+        "127.0.0.1", kafka.sasl_port, **oauth_options(source)
     )
     loop = asyncio.get_running_loop()
     opened = loop.time()
@@ -202,11 +239,11 @@ async def test_without_reauthentication_the_broker_closes_the_connection(
         await source.close()
 
 
-async def test_a_refused_or_missing_token_fails_the_start_clearly(kafka: KafkaBroker) -> None:
+async def test_a_refused_or_missing_token_fails_the_start_clearly(kafka: OAuthBroker) -> None:
     """At start: a token the broker refuses is SaslAuthenticationError with its reason (not
     the ILLEGAL_SASL_STATE that aiokafka's exchange leads to); a provider that fails is
     OAuthTokenError with the provider's exception as the cause."""
-    address = f"127.0.0.1:{kafka.ports['SASL_PLAINTEXT']}"
+    address = kafka.address
 
     def refused() -> str:
         return unsecured_jws("alice", lifetime_ms=None)  # no exp
