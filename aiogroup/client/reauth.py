@@ -26,7 +26,7 @@ import asyncio
 import contextvars
 import logging
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka.client import AIOKafkaClient, ConnectionGroup
@@ -39,7 +39,6 @@ from aiogroup.client.oauth_token import (
     client_first_message,
     reauthentication_delay_ms,
 )
-from aiogroup.client.security import SecurityOptions
 from aiogroup.errors import (
     AiogroupError,
     AuthenticationError,
@@ -83,7 +82,6 @@ class SaslSessions:
     session_lifetime_ms: int = 0
     last_error: AuthenticationError | None = None
     token_source: TokenSource | None = None
-    security: SecurityOptions | None = field(default=None, repr=False)
 
 
 class ReauthConnection(AIOKafkaConnection):  # type: ignore[misc]  # aiokafka is untyped

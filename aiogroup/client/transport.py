@@ -377,8 +377,7 @@ class Transport:
 
             provider = client_options.get("sasl_oauth_token_provider")
             self.sasl = SaslSessions(
-                token_source=provider if isinstance(provider, TokenSource) else None,
-                security=self._security,
+                token_source=provider if isinstance(provider, TokenSource) else None
             )
             client_cls, extra = ReauthClient, {"sessions": self.sasl}
         try:
