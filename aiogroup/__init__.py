@@ -15,6 +15,7 @@ _moved.install()  # modules that moved stay importable under their old names for
 
 if TYPE_CHECKING:
     from aiogroup.client import GroupMember, RebalanceOutcome
+    from aiogroup.client.oauth_token import OAuthToken
     from aiogroup.config import ConsumerConfig, GroupConfig
     from aiogroup.consumer import Consumer, ConsumerGroupMetadata, ConsumerRecord
     from aiogroup.errors import *  # noqa: F403 - every error is importable from here
@@ -35,7 +36,7 @@ _ERRORS = (
     "IllegalStateError", "InconsistentGroupProtocolError", "InvalidFieldError",
     "InvalidProducerEpochError", "InvalidRegularExpressionError", "InvalidTxnStateError",
     "KafkaError", "LocalProtocolError", "MemberClosedError", "MemberIdRequiredError",
-    "NoOffsetForPartitionError", "NotCoordinatorError", "NotSubscribedError",
+    "NoOffsetForPartitionError", "NotCoordinatorError", "NotSubscribedError", "OAuthTokenError",
     "OffsetOutOfRangeError", "PartitionNotAssignedError", "PollIntervalExceededError",
     "ProducerFencedError", "RebalanceCallbackError", "RebalanceInProgressError",
     "RecordDeserializationError", "RecordError", "RemoteProtocolError", "RetriableError",
@@ -56,6 +57,7 @@ __all__ = [
     "ConsumerRecord",
     "GroupConfig",
     "GroupMember",
+    "OAuthToken",
     "RebalanceOutcome",
     "Subscription",
     "TopicPartition",
@@ -67,6 +69,7 @@ __all__ = [
 _WHERE = {
     "GroupMember": "aiogroup.client",
     "RebalanceOutcome": "aiogroup.client",
+    "OAuthToken": "aiogroup.client.oauth_token",
     "ConsumerConfig": "aiogroup.config",
     "GroupConfig": "aiogroup.config",
     "Consumer": "aiogroup.consumer",

@@ -119,6 +119,7 @@ __all__ = [
     "NoOffsetForPartitionError",
     "NotCoordinatorError",
     "NotSubscribedError",
+    "OAuthTokenError",
     "OffsetOutOfRangeError",
     "PartitionNotAssignedError",
     "PollIntervalExceededError",
@@ -362,6 +363,14 @@ class SaslAuthenticationError(AuthenticationError, KafkaError):
     or a user without credentials for the mechanism."""
 
     code = 58
+
+
+class OAuthTokenError(AuthenticationError):
+    """The OAUTHBEARER token provider (``sasl_oauth_token_provider``) failed, or returned
+    something that is no usable token (not a str or :class:`aiogroup.OAuthToken`, empty,
+    already expired). A refresh that fails while the current token is still valid is logged
+    and retried with backoff; this error reaches you when a connection needs a token and there
+    is no valid one."""
 
 
 class CommitFailedError(KafkaError):

@@ -111,6 +111,7 @@ SANS_IO = (
     "aiogroup.consumer.state",
     "aiogroup.consumer.fetch_session",
     "aiogroup.client.reachability",
+    "aiogroup.client.oauth_token",
     "aiogroup.testing.embedded.coordinator",
     "aiogroup.testing.embedded.group",
     "aiogroup.testing.embedded.hashorder",

@@ -135,8 +135,16 @@ def security_options(client_options: dict[str, Any]) -> SecurityOptions:
             for key in ("sasl_plain_username", "sasl_plain_password"):
                 if not isinstance(client_options.get(key), str):
                     raise ConfigurationError(f"sasl_mechanism {mechanism} needs {key} (a str)")
-        elif mechanism == "OAUTHBEARER" and client_options.get("sasl_oauth_token_provider") is None:
-            raise ConfigurationError("sasl_mechanism OAUTHBEARER needs sasl_oauth_token_provider")
+        elif mechanism == "OAUTHBEARER":
+            provider = client_options.get("sasl_oauth_token_provider")
+            if provider is None:
+                raise ConfigurationError(
+                    "sasl_mechanism OAUTHBEARER needs sasl_oauth_token_provider"
+                )
+            from aiogroup.client.oauth import token_source
+
+            # A callable (sync or async) or an object with token(): refreshed before expiry.
+            client_options["sasl_oauth_token_provider"] = token_source(provider)
         elif mechanism == "GSSAPI" and importlib.util.find_spec("gssapi") is None:
             raise ConfigurationError("sasl_mechanism GSSAPI needs the gssapi package")
     return SecurityOptions({k: client_options[k] for k in _CONNECTION_KEYS if k in client_options})
@@ -218,15 +226,18 @@ async def diagnose(
 async def _connect(
     host: str, port: int, security: SecurityOptions, client_id: str, timeout: float
 ) -> Any:
-    from aiokafka.conn import create_conn
+    from aiogroup.client.reauth import ReauthConnection
 
-    return await create_conn(
+    # aiogroup's connection: its OAUTHBEARER exchange reports a refused token as a refusal.
+    conn = ReauthConnection(
         host,
         port,
         client_id=client_id,
         request_timeout_ms=max(int(timeout * 1000), 1),
         **security.options,
     )
+    await conn.connect()
+    return conn
 
 
 async def _diagnose(

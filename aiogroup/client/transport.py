@@ -27,7 +27,7 @@ import struct
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
@@ -67,6 +67,9 @@ from aiogroup.errors import (
     error_for_code,
 )
 from aiogroup.protocol.types import JoinGroupMember, TopicPartition, group_by_topic
+
+if TYPE_CHECKING:
+    from aiogroup.client.reauth import SaslSessions
 
 #: The name this record had here before it moved to :mod:`aiogroup.protocol.types`.
 JoinedMember = JoinGroupMember
@@ -363,8 +366,23 @@ class Transport:
         self._bootstrap_text = ", ".join(
             f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in addresses
         )
+        #: SASL on this client's connections (KIP-368 re-authentication, the OAUTHBEARER
+        #: token source); None without SASL.
+        self.sasl: SaslSessions | None = None
+        client_cls: Any = AIOKafkaClient
+        extra: dict[str, Any] = {}
+        if self._security.sasl:
+            from aiogroup.client.oauth import TokenSource
+            from aiogroup.client.reauth import ReauthClient, SaslSessions
+
+            provider = client_options.get("sasl_oauth_token_provider")
+            self.sasl = SaslSessions(
+                token_source=provider if isinstance(provider, TokenSource) else None
+            )
+            client_cls, extra = ReauthClient, {"sessions": self.sasl}
         try:
-            self._client = AIOKafkaClient(
+            self._client = client_cls(
+                **extra,
                 bootstrap_servers=bootstrap_servers,
                 client_id=client_id,
                 # aiokafka applies one timeout to every request on a connection; ours are
@@ -427,6 +445,8 @@ class Transport:
             await asyncio.wait_for(self._client.close(), 5.0)
         except Exception as exc:  # closing must not fail the caller
             log.debug("closing the client failed: %r", exc)
+        if self.sasl is not None and self.sasl.token_source is not None:
+            await self.sasl.token_source.close()
 
     @property
     def _timeout(self) -> float:

@@ -34,6 +34,7 @@ from aiogroup.testing import wire
 __all__ = [
     "MECHANISMS",
     "SCRAM_MECHANISMS",
+    "OAuthBearerServer",
     "SaslCredentials",
     "SaslLogin",
     "SaslRejected",
@@ -327,13 +328,73 @@ class _ScramServer(SaslServer):
         return b"v=" + base64.b64encode(server_signature)
 
 
+class OAuthBearerServer(SaslServer):
+    """RFC 7628 with Kafka's unsecured JWS validation (``OAuthBearerUnsecuredValidator``, for
+    tests): the token is ``base64url(header).base64url(claims).`` with ``{"alg":"none"}``, a
+    non-empty ``sub`` (the principal) and an ``exp`` (seconds) after ``now_ms``. A refused token
+    gets the error challenge ``{"status":"invalid_token"}``; the client's ``\x01`` then fails
+    the exchange with that message. :attr:`expires_ms` is the accepted token's expiry."""
+
+    mechanism = "OAUTHBEARER"
+    ERROR = '{"status":"invalid_token"}'
+
+    def __init__(self, now_ms: int) -> None:
+        super().__init__()
+        self._now_ms = now_ms
+        self._refused = False
+        self.expires_ms: int | None = None
+
+    def respond(self, token: bytes) -> bytes:
+        if self.complete or self._refused:
+            raise SaslRejected(self.ERROR)
+        claims = self._claims(token)
+        sub, exp = claims.get("sub"), claims.get("exp")
+        valid = (
+            isinstance(sub, str)
+            and bool(sub)
+            and isinstance(exp, int | float)
+            and not isinstance(exp, bool)
+            and exp * 1000 > self._now_ms
+        )
+        if not valid:
+            self._refused = True
+            return self.ERROR.encode()
+        assert isinstance(sub, str) and isinstance(exp, int | float)
+        self.principal, self.complete = sub, True
+        self.expires_ms = round(exp * 1000)
+        return b""
+
+    @staticmethod
+    def _claims(message: bytes) -> dict[str, object]:
+        import json
+
+        try:
+            gs2, _, rest = message.decode("ascii").partition("\x01")
+            fields = dict(f.split("=", 1) for f in rest.split("\x01") if "=" in f)
+            scheme, _, jws = fields.get("auth", "").partition(" ")
+            header, payload, signature = jws.split(".")
+            decode = base64.urlsafe_b64decode
+            head = json.loads(decode(header + "=" * (-len(header) % 4)))
+            claims = json.loads(decode(payload + "=" * (-len(payload) % 4)))
+        except (ValueError, UnicodeDecodeError):
+            return {}
+        if not gs2.startswith(("n,", "y,")) or scheme != "Bearer" or signature:
+            return {}
+        if not isinstance(head, dict) or head.get("alg") != "none" or not isinstance(claims, dict):
+            return {}
+        return claims
+
+
 def sasl_server(
-    mechanism: str, credentials: SaslCredentials, *, nonce: str | None = None
+    mechanism: str, credentials: SaslCredentials, *, nonce: str | None = None, now_ms: int = 0
 ) -> SaslServer:
-    """A fresh server exchange for ``mechanism`` (one of :data:`MECHANISMS`); ``nonce`` fixes
-    the SCRAM server nonce (tests), else it is random."""
+    """A fresh server exchange for ``mechanism`` (one of :data:`MECHANISMS` or OAUTHBEARER);
+    ``nonce`` fixes the SCRAM server nonce (tests), else it is random; ``now_ms`` (wall clock)
+    is what OAUTHBEARER checks a token's expiry against."""
     if mechanism == "PLAIN":
         return _PlainServer(credentials)
+    if mechanism == "OAUTHBEARER":
+        return OAuthBearerServer(now_ms)
     return _ScramServer(mechanism, credentials, nonce)
 
 

@@ -17,6 +17,12 @@ On a SASL listener the broker serves nothing until the client is authenticated (
 Once authenticated (and on PLAINTEXT and SSL listeners) SaslHandshake and SaslAuthenticate get
 ILLEGAL_SASL_STATE and the connection stays open, as on Kafka 2.3.
 
+KIP-368 (Kafka 2.2+), when the broker has ``connections_max_reauth_ms``: the session's lifetime
+(that, cut to an OAUTHBEARER token's expiry) goes out in SaslAuthenticate v1+; a SaslHandshake on
+the authenticated connection, at least 1 s after the last re-authentication began, starts the
+exchange again (:func:`authenticate_session` with ``handshake=``), for the same principal only;
+the server closes a connection whose session is over at its next other request.
+
 :func:`authenticate` reaches the server only through a :class:`SaslChannel` (one connection:
 read a frame, answer, write raw tokens, refuse, close), which the server implements; this
 module imports nothing of the server's.
@@ -27,7 +33,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 import struct
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -39,8 +46,10 @@ from aiogroup.testing.sasl import MECHANISMS, SaslCredentials, SaslRejected, Sas
 __all__ = [
     "ListenerSecurity",
     "SaslChannel",
+    "Session",
     "already_authenticated",
     "authenticate",
+    "authenticate_session",
     "resolve_listeners",
 ]
 
@@ -82,11 +91,12 @@ def resolve_listeners(
         if listener.tls and not isinstance(context, ssl.SSLContext):
             raise ConfigurationError(f"listener {listener.name} needs a server ssl_context")
         enabled = tuple(_for(mechanisms, listener.name) or ()) if listener.sasl else ()
-        unknown = [m for m in enabled if m not in MECHANISMS]
+        known = (*MECHANISMS, "OAUTHBEARER")
+        unknown = [m for m in enabled if m not in known]
         if listener.sasl and (unknown or not enabled):
             raise ConfigurationError(
                 f"listener {listener.name}: sasl_mechanisms must be some of "
-                f"{', '.join(MECHANISMS)}, not {list(enabled)}"
+                f"{', '.join(known)}, not {list(enabled)}"
             )
         out[listener.name] = ListenerSecurity(context, enabled)
     if len(set(names)) != len(names):
@@ -166,14 +176,50 @@ async def _close_after(channel: SaslChannel, why: str) -> None:
     await channel.close()
 
 
+@dataclass(frozen=True)
+class Session:
+    """An authenticated SASL session: who, and for how long (0: no limit, no KIP-368)."""
+
+    principal: str
+    lifetime_ms: int = 0
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
 async def authenticate(
     channel: SaslChannel, enabled: Sequence[str], credentials: SaslCredentials
 ) -> str | None:
     """Run the SASL exchange on ``channel`` with the ``enabled`` mechanisms against
     ``credentials``; the authenticated user, or None (the server closes the connection)."""
+    session = await authenticate_session(channel, enabled, credentials)
+    return None if session is None else session.principal
+
+
+async def authenticate_session(
+    channel: SaslChannel,
+    enabled: Sequence[str],
+    credentials: SaslCredentials,
+    *,
+    reauth_ms: int | None = None,
+    now_ms: Callable[[], int] = _wall_ms,
+    handshake: wire.Request | None = None,
+    principal: str | None = None,
+) -> Session | None:
+    """:func:`authenticate`, with KIP-368: ``reauth_ms`` (``connections.max.reauth.ms``) gives
+    the session a lifetime, cut to the OAUTHBEARER token's expiry, sent in SaslAuthenticate v1+.
+    A re-authentication passes the SaslHandshake already read (``handshake``) and the
+    connection's ``principal``, which must not change (Kafka refuses that)."""
     exchange: SaslServer | None = None
     legacy = False  # SaslHandshake v0: bare token frames
     while True:
+        if handshake is not None:
+            request, handshake = handshake, None
+            exchange, legacy, ok = await _handshake(channel, request, enabled, credentials, now_ms)
+            if not ok:
+                return None
+            continue
         payload = await _read_payload(channel)
         if payload is None:
             return None
@@ -184,8 +230,8 @@ async def authenticate(
                 await _close_after(channel, f"SASL/{exchange.mechanism} failed: {exc}")
                 return None
             await channel.write(struct.pack(">i", len(reply)) + reply)
-            if exchange.complete:
-                return exchange.principal
+            if exchange.complete and exchange.principal is not None:
+                return Session(exchange.principal, _lifetime(exchange, reauth_ms, now_ms))
             continue
         try:
             request = wire.decode_request(payload, channel.api_versions)
@@ -202,27 +248,21 @@ async def authenticate(
         if request.client_id:
             channel.identify(request.client_id)
 
-        async def answer(values: dict[str, Any], request: wire.Request = request) -> None:
-            await channel.answer(
-                request.api_key, request.api_version, request.correlation_id, values
-            )
-
+        answer = _answerer(channel, request)
         if request.api_key == _API_VERSIONS:
             await answer(channel.api_versions_answer(0))
         elif request.api_key == _HANDSHAKE and exchange is None:
-            mechanism = request.body.mechanism
-            if mechanism not in enabled:
-                await answer(
-                    {"error_code": _UNSUPPORTED_SASL_MECHANISM, "mechanisms": list(enabled)}
-                )
-                await _close_after(channel, f"unsupported SASL mechanism {mechanism!r}")
+            exchange, legacy, ok = await _handshake(channel, request, enabled, credentials, now_ms)
+            if not ok:
                 return None
-            await answer({"error_code": 0, "mechanisms": list(enabled)})
-            exchange = sasl_server(mechanism, credentials)
-            legacy = request.api_version == 0
         elif request.api_key == _AUTHENTICATE and exchange is not None:
             try:
                 token = exchange.respond(bytes(request.body.auth_bytes or b""))
+                if exchange.complete and principal is not None and exchange.principal != principal:
+                    raise SaslRejected(
+                        f"Cannot change principals during re-authentication from {principal}: "
+                        f"{exchange.principal}"
+                    )
             except SaslRejected as exc:
                 await answer(
                     {
@@ -234,12 +274,13 @@ async def authenticate(
                 )
                 await _close_after(channel, f"SASL/{exchange.mechanism} failed: {exc}")
                 return None
+            lifetime = _lifetime(exchange, reauth_ms, now_ms) if exchange.complete else 0
             await answer(
                 {"error_code": 0, "error_message": None, "auth_bytes": token,
-                 "session_lifetime_ms": 0}
+                 "session_lifetime_ms": lifetime}
             )  # fmt: skip
-            if exchange.complete:
-                return exchange.principal
+            if exchange.complete and exchange.principal is not None:
+                return Session(exchange.principal, lifetime)
         elif request.api_key == _HANDSHAKE:
             await answer({"error_code": _ILLEGAL_SASL_STATE, "mechanisms": []})
             await _close_after(channel, "a second SaslHandshake")
@@ -247,3 +288,40 @@ async def authenticate(
         else:
             channel.refuse(f"unexpected {request.api_name} request during SASL authentication")
             return None
+
+
+def _answerer(
+    channel: SaslChannel, request: wire.Request
+) -> Callable[[dict[str, Any]], Awaitable[None]]:
+    async def answer(values: dict[str, Any]) -> None:
+        await channel.answer(request.api_key, request.api_version, request.correlation_id, values)
+
+    return answer
+
+
+async def _handshake(
+    channel: SaslChannel,
+    request: wire.Request,
+    enabled: Sequence[str],
+    credentials: SaslCredentials,
+    now_ms: Callable[[], int],
+) -> tuple[SaslServer | None, bool, bool]:
+    """Answer a SaslHandshake: ``(exchange, legacy, ok)``; not ok: refused and closed."""
+    answer = _answerer(channel, request)
+    mechanism = request.body.mechanism
+    if mechanism not in enabled:
+        await answer({"error_code": _UNSUPPORTED_SASL_MECHANISM, "mechanisms": list(enabled)})
+        await _close_after(channel, f"unsupported SASL mechanism {mechanism!r}")
+        return None, False, False
+    await answer({"error_code": 0, "mechanisms": list(enabled)})
+    return sasl_server(mechanism, credentials, now_ms=now_ms()), request.api_version == 0, True
+
+
+def _lifetime(exchange: SaslServer, reauth_ms: int | None, now_ms: Callable[[], int]) -> int:
+    """KIP-368: ``connections.max.reauth.ms``, cut to the token's expiry (0: no limit)."""
+    if not reauth_ms:
+        return 0
+    expires: int | None = getattr(exchange, "expires_ms", None)
+    if expires is None:
+        return reauth_ms
+    return max(1, min(reauth_ms, expires - now_ms()))

@@ -106,7 +106,10 @@ class EmbeddedBroker:
     Kafka's ``connections.max.idle.ms``.
 
     ``listeners`` adds TLS and SASL listeners beside the PLAINTEXT one (see the module doc);
-    ``sasl_mechanisms`` are those SASL listeners enable (Kafka's ``sasl.enabled.mechanisms``).
+    ``sasl_mechanisms`` are those SASL listeners enable (Kafka's ``sasl.enabled.mechanisms``;
+    ``OAUTHBEARER`` takes unsecured test tokens). ``connections_max_reauth_ms``
+    (``connections.max.reauth.ms``, KIP-368) limits SASL sessions: clients re-authenticate or
+    are closed at their next request once it is over.
     ``ssl_context`` and ``sasl_mechanisms`` may also map listener names to their own setting
     (as Kafka's ``listener.name.<name>.`` prefix does), e.g. a listener requiring client
     certificates beside one that does not.
@@ -130,12 +133,20 @@ class EmbeddedBroker:
         sasl_credentials: SaslCredentials | None = None,
         sasl_mechanisms: Sequence[str] | Mapping[str, Sequence[str]] = MECHANISMS,
         connections_max_idle_ms: int = 600_000,
+        connections_max_reauth_ms: int | None = None,
     ) -> None:
         if num_partitions < 1:
             raise ConfigurationError("num_partitions must be >= 1")
         if connections_max_idle_ms <= 0:
             raise ConfigurationError("connections_max_idle_ms must be > 0")
+        if connections_max_reauth_ms is not None and connections_max_reauth_ms <= 0:
+            raise ConfigurationError("connections_max_reauth_ms must be > 0 (None: off)")
         self.connections_max_idle_ms = connections_max_idle_ms
+        #: KIP-368 (``connections.max.reauth.ms``): SASL sessions last this long at most (an
+        #: OAUTHBEARER one no longer than its token); None: no limit, no re-authentication.
+        self.connections_max_reauth_ms = connections_max_reauth_ms
+        #: Re-authentications accepted (KIP-368).
+        self.reauthentications = 0
         self._security = auth.resolve_listeners(listeners, ssl_context, sasl_mechanisms)
         self.listeners = list(listeners)
         self.sasl_credentials = sasl_credentials or SaslCredentials()
@@ -362,9 +373,14 @@ class EmbeddedBroker:
             if listener is not None and listener.sasl:
                 enabled = self._security[listener.name].mechanisms
                 channel = _SaslChannel(self, conn)
-                conn.principal = await auth.authenticate(channel, enabled, self.sasl_credentials)
-                if conn.principal is None:
+                session = await auth.authenticate_session(
+                    channel, enabled, self.sasl_credentials,
+                    reauth_ms=self.connections_max_reauth_ms,
+                )  # fmt: skip
+                if session is None:
                     return
+                conn.principal = session.principal
+                self._start_session(conn, session)
             await self._read_loop(conn)
         except asyncio.CancelledError:
             pass
@@ -472,8 +488,39 @@ class EmbeddedBroker:
                 return
             if request.client_id:
                 conn.client_id = request.client_id
+            if conn.session_deadline is not None:
+                now = asyncio.get_running_loop().time()
+                if request.api_key == 17 and now - conn.reauth_started >= 1.0:
+                    # KIP-368: a SaslHandshake on an authenticated connection whose session has
+                    # a lifetime re-authenticates it (Kafka: not within 1 s of the last one).
+                    conn.reauth_started = now
+                    if not await self._reauthenticate(conn, request):
+                        return
+                    continue
+                if now >= conn.session_deadline and request.api_key != 17:
+                    self._refuse(conn, "the SASL session expired (KIP-368)")
+                    return
             self._note_member(conn, request.body)
             await self._dispatch(conn, request)
+
+    def _start_session(self, conn: Connection, session: auth.Session) -> None:
+        if session.lifetime_ms > 0:
+            now = asyncio.get_running_loop().time()
+            conn.session_deadline = now + session.lifetime_ms / 1000
+
+    async def _reauthenticate(self, conn: Connection, handshake: wire.Request) -> bool:
+        listener = conn.listener
+        assert listener is not None
+        session = await auth.authenticate_session(
+            _SaslChannel(self, conn), self._security[listener.name].mechanisms,
+            self.sasl_credentials, reauth_ms=self.connections_max_reauth_ms,
+            handshake=handshake, principal=conn.principal,
+        )  # fmt: skip
+        if session is None:
+            return False
+        self.reauthentications += 1
+        self._start_session(conn, session)
+        return True
 
     def unsupported_api_versions_answer(self) -> Values:
         """ApiVersions' answer to a version it does not serve: UNSUPPORTED_VERSION listing only

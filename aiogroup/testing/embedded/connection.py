@@ -39,6 +39,10 @@ class Connection:
     #: The listener this connection came in on (None: the PLAINTEXT one) and its SASL user.
     listener: Listener | None = None
     principal: str | None = None
+    #: KIP-368: when (loop time) the SASL session ends (None: never), when the last
+    #: re-authentication began.
+    session_deadline: float | None = None
+    reauth_started: float = float("-inf")
     last_io: float = 0.0
     idle_timer: asyncio.TimerHandle | None = None
     closed: asyncio.Event = field(default_factory=asyncio.Event)

@@ -43,6 +43,7 @@ __all__ = [
     "find_java",
     "sasl_jaas",
     "security_config",
+    "unsecured_oauthbearer_config",
 ]
 
 #: The version that ``KafkaBroker()`` starts without ``version=`` (ZooKeeper mode).
@@ -163,6 +164,7 @@ def security_config(
     mechanisms: Sequence[str] = MECHANISMS,
     client_auth: str = "none",
     sasl: bool = True,
+    reauth_ms: int | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for :class:`KafkaBroker` adding TLS and SASL listeners.
 
@@ -170,10 +172,19 @@ def security_config(
     certificate (``client_auth`` is ``ssl.client.auth``). With ``sasl``: ``SASL_PLAINTEXT``
     enabling ``mechanisms``, PLAIN users from ``plain_users``; both together add ``SASL_SSL``.
     SCRAM users are added once the broker runs (:meth:`KafkaBroker.add_scram_user`).
+
+    ``"OAUTHBEARER"`` among ``mechanisms`` (not there by default) accepts Kafka's unsecured JWS
+    tokens on every SASL listener (``OAuthBearerUnsecuredValidatorCallbackHandler``: header
+    ``{"alg":"none"}``, claims ``sub`` and ``exp``, no signature; see
+    :func:`aiogroup.testing.oauth.unsecured_jws`), for tests only. ``reauth_ms`` sets
+    ``connections.max.reauth.ms`` (KIP-368): the broker then gives each SASL session that
+    lifetime at most (less when the token expires sooner) and closes a connection that has not
+    re-authenticated in time at its next request.
     """
-    unknown = [m for m in mechanisms if m not in MECHANISMS]
+    known = (*MECHANISMS, "OAUTHBEARER")
+    unknown = [m for m in mechanisms if m not in known]
     if unknown:
-        raise ConfigurationError(f"mechanisms must be some of {', '.join(MECHANISMS)}: {unknown}")
+        raise ConfigurationError(f"mechanisms must be some of {', '.join(known)}: {unknown}")
     listeners: list[Listener] = []
     config: dict[str, str] = {}
     if pki is not None:
@@ -186,7 +197,32 @@ def security_config(
             listeners.append(Listener("SASL_SSL"))
         config["sasl.enabled.mechanisms"] = ",".join(mechanisms)
         jaas = sasl_jaas(plain_users)
+        if "OAUTHBEARER" in mechanisms:
+            for listener in listeners:
+                if listener.name.startswith("SASL_"):
+                    config.update(unsecured_oauthbearer_config(listener.name))
+    if reauth_ms is not None:
+        config["connections.max.reauth.ms"] = str(int(reauth_ms))
     return {"config": config, "listeners": listeners, "jaas": jaas}
+
+
+_OAUTH = "org.apache.kafka.common.security.oauthbearer"
+
+
+def unsecured_oauthbearer_config(listener: str, subject: str = "broker") -> dict[str, str]:
+    """Broker settings for OAUTHBEARER with unsecured JWS on ``listener`` (tests only): the
+    login module that makes the broker's own token (claim ``sub`` = ``subject``) and the
+    validator that accepts unsigned tokens whose ``exp`` has not passed."""
+    prefix = f"listener.name.{listener.lower()}.oauthbearer."
+    return {
+        prefix + "sasl.jaas.config": (
+            f"{_OAUTH}.OAuthBearerLoginModule required "
+            f'unsecuredLoginStringClaim_sub="{_jaas_value(subject)}";'
+        ),
+        prefix + "sasl.server.callback.handler.class": (
+            f"{_OAUTH}.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
+        ),
+    }
 
 
 def jvm_options(java: Path, heap_mb: int, quick_jit: bool) -> list[str]:
