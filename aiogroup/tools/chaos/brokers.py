@@ -32,7 +32,7 @@ from aiogroup.tools.chaos.proxy import CuttingProxy
 if TYPE_CHECKING:
     from aiogroup.testing.launchers.kafka import KafkaBroker
 
-__all__ = ["BROKERS", "ChaosBroker", "start_broker"]
+__all__ = ["BROKERS", "ChaosBroker", "set_consumer_group_config", "start_broker"]
 
 BROKERS = ("embedded", "kafka23", "kafka4", "tansu")
 
@@ -122,6 +122,51 @@ def _assigned(data: bytes | None) -> list[int]:
         return sorted(p for ps in decode_assignment(data).partitions.values() for p in ps)
     except Exception:
         return []
+
+
+#: IncrementalAlterConfigs (KIP-339) resource type of a group's configs (KIP-848), and SET.
+_GROUP_RESOURCE, _SET = 32, 0
+
+
+def set_consumer_group_config(
+    bootstrap: str, group: str, *, session_ms: int, heartbeat_ms: int
+) -> None:
+    """Give a KIP-848 consumer group its own ``consumer.session.timeout.ms`` and
+    ``consumer.heartbeat.interval.ms`` on an Apache Kafka 4.x broker (what ``kafka-configs
+    --alter --entity-type groups`` sends: IncrementalAlterConfigs v0 of the group resource,
+    without a JVM). The broker bounds them by its ``group.consumer.min/max.*`` settings; a
+    refusal raises ``RuntimeError`` with the broker's message. The members read them from
+    their next heartbeat answers: set them before the first member joins."""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+
+    host, _, port = bootstrap.rpartition(":")
+    configs = {"consumer.session.timeout.ms": session_ms,
+               "consumer.heartbeat.interval.ms": heartbeat_ms}  # fmt: skip
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=_GROUP_RESOURCE,
+        resource_name=group,
+        configs=[
+            IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig(
+                name=name, config_operation=_SET, value=str(value)
+            )
+            for name, value in configs.items()
+        ],
+    )
+    request = IncrementalAlterConfigsRequest(version=0, resources=[resource], validate_only=False)
+    request.with_header(correlation_id=1, client_id="aiogroup-chaos-config")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.settimeout(10)
+        sock.sendall(bytes(request.encode(header=True, framed=True)))
+        size = wire.frame_size(wire.recv_exactly(sock, 4))
+        response = IncrementalAlterConfigsResponse.decode(
+            wire.recv_exactly(sock, size), version=0, header=True
+        )
+    for r in response.responses:
+        if r.error_code:
+            raise RuntimeError(
+                f"consumer group configs of {group!r} refused: error {r.error_code} "
+                f"({r.error_message})"
+            )
 
 
 def _describe(host: str, port: int, group: str) -> dict[str, Any] | None:
