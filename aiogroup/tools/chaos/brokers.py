@@ -32,9 +32,17 @@ from aiogroup.tools.chaos.proxy import CuttingProxy
 if TYPE_CHECKING:
     from aiogroup.testing.launchers.kafka import KafkaBroker
 
-__all__ = ["BROKERS", "ChaosBroker", "set_consumer_group_config", "start_broker"]
+__all__ = [
+    "BROKERS",
+    "CONSUMER_PROTOCOL_BROKERS",
+    "ChaosBroker",
+    "set_consumer_group_config",
+    "start_broker",
+]
 
 BROKERS = ("embedded", "kafka23", "kafka4", "tansu")
+#: The brokers whose coordinator serves KIP-848 consumer groups (``--group-protocol consumer``).
+CONSUMER_PROTOCOL_BROKERS = ("kafka4",)
 
 
 class ChaosBroker(Protocol):
@@ -43,6 +51,8 @@ class ChaosBroker(Protocol):
     bootstrap: str
     can_restart: bool
     can_cut: bool
+    #: The group protocols its coordinator serves: ``"classic"``, and ``"consumer"`` (KIP-848).
+    group_protocols: tuple[str, ...]
 
     def create_topic(self, name: str, partitions: int) -> None: ...
 
@@ -54,6 +64,9 @@ class ChaosBroker(Protocol):
 
     def truth(self, group: str) -> list[dict[str, Any]]:
         """What the broker says about ``group`` that changed since the last call."""
+
+    def set_consumer_group_config(self, group: str, *, session_ms: int, heartbeat_ms: int) -> None:
+        """A KIP-848 group's session and heartbeat interval (its group configs)."""
 
     def stop(self) -> None: ...
 
@@ -75,6 +88,7 @@ class EmbeddedChaosBroker:
     kind = "embedded"
     can_restart = True
     can_cut = True
+    group_protocols: tuple[str, ...] = ("classic",)
 
     def __init__(self) -> None:
         from aiogroup.testing import ThreadedBroker
@@ -110,6 +124,9 @@ class EmbeddedChaosBroker:
                 ),
             }
         return self._snapshots.setdefault(group, _Snapshots()).changed(snap)
+
+    def set_consumer_group_config(self, group: str, *, session_ms: int, heartbeat_ms: int) -> None:
+        raise NotImplementedError("the embedded broker does not serve KIP-848 consumer groups")
 
     def stop(self) -> None:
         self.threaded.stop()
@@ -187,6 +204,49 @@ def _describe(host: str, port: int, group: str) -> dict[str, Any] | None:
         "error_code": int(g.error_code),
         "members": sorted(
             [m.member_id, m.client_id, _assigned(m.member_assignment)] for m in g.members
+        ),
+    }
+
+
+#: DescribeGroups' answer for a group the coordinator has no classic group of.
+_GROUP_ID_NOT_FOUND = 69
+
+
+def _describe_consumer_group(host: str, port: int, group: str) -> dict[str, Any] | None:
+    """ConsumerGroupDescribe v0 (KIP-848): the group's state and epochs, each member's epoch
+    and assignment; None when unanswered or unknown."""
+    from aiogroup.inspector import parse_consumer_group
+    from aiogroup.protocol.messages import (
+        ConsumerGroupDescribeRequest,
+        ConsumerGroupDescribeResponse,
+    )
+
+    request = ConsumerGroupDescribeRequest(
+        version=0, group_ids=[group], include_authorized_operations=False
+    )
+    request.with_header(correlation_id=1, client_id="aiogroup-chaos-truth")
+    try:
+        with socket.create_connection((host, port), timeout=2) as sock:
+            sock.settimeout(2)
+            sock.sendall(bytes(request.encode(header=True, framed=True)))
+            size = wire.frame_size(wire.recv_exactly(sock, 4))
+            response = ConsumerGroupDescribeResponse.decode(
+                wire.recv_exactly(sock, size), version=0, header=True
+            )
+    except Exception:
+        return None
+    groups = list(response.groups or ())
+    if len(groups) != 1 or groups[0].error_code:
+        return None
+    g = parse_consumer_group(groups[0])
+    return {
+        "state": g.state,
+        "group_epoch": g.group_epoch,
+        "assignment_epoch": g.assignment_epoch,
+        "members": sorted(
+            [m.member_id, m.client_id, m.member_epoch, sorted(p.partition for p in assigned)]
+            for m in g.members
+            for assigned in [m.assignment or ()]
         ),
     }
 
@@ -273,6 +333,10 @@ class ApacheKafkaChaosBroker:
 
         version = shared.version if shared is not None else (version or KAFKA_VERSION)
         self.kind = "kafka23" if version.startswith("2.") else "kafka4"
+        #: Kafka 4.x serves KIP-848 consumer groups by default.
+        self.group_protocols: tuple[str, ...] = (
+            ("classic",) if self.kind == "kafka23" else ("classic", "consumer")
+        )
 
         self.proxy: CuttingProxy | None = None
         if shared is not None:
@@ -315,10 +379,19 @@ class ApacheKafkaChaosBroker:
         with self._lock:
             log = self._logs.setdefault(group, _ServerLog(self.kafka.log_file))
             out = log.read(group)
-        out += self._snapshots.setdefault(group, _Snapshots()).changed(
-            _describe(self.kafka.host, self.kafka.port, group)
-        )
+        snapshot = _describe(self.kafka.host, self.kafka.port, group)
+        if "consumer" in self.group_protocols and (
+            snapshot is None or snapshot["error_code"] == _GROUP_ID_NOT_FOUND
+        ):
+            # A KIP-848 group is no classic group: DescribeGroups does not know it.
+            snapshot = _describe_consumer_group(self.kafka.host, self.kafka.port, group)
+        out += self._snapshots.setdefault(group, _Snapshots()).changed(snapshot)
         return out
+
+    def set_consumer_group_config(self, group: str, *, session_ms: int, heartbeat_ms: int) -> None:
+        set_consumer_group_config(
+            self.kafka.bootstrap, group, session_ms=session_ms, heartbeat_ms=heartbeat_ms
+        )
 
     def stop(self) -> None:
         if not self._owned:
@@ -334,6 +407,7 @@ class TansuChaosBroker:
     kind = "tansu"
     can_restart = False
     can_cut = True
+    group_protocols: tuple[str, ...] = ("classic",)
 
     def __init__(self) -> None:
         from aiogroup.testing.launchers.tansu import TansuBroker
@@ -367,6 +441,9 @@ class TansuChaosBroker:
         return self._snapshots.setdefault(group, _Snapshots()).changed(
             _describe(self.tansu.host, self.tansu.port, group)
         )
+
+    def set_consumer_group_config(self, group: str, *, session_ms: int, heartbeat_ms: int) -> None:
+        raise NotImplementedError("Tansu does not serve KIP-848 consumer groups")
 
     def stop(self) -> None:
         try:

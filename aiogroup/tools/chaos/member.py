@@ -58,7 +58,15 @@ from typing import Any
 from aiogroup.observability.telemetry import JsonlTelemetry
 from aiogroup.protocol.types import TopicPartition
 
-__all__ = ["CLIENT_OF", "CONSUMER_PROTOCOL_KINDS", "DEFAULT_KINDS", "KINDS", "PEER_KINDS", "main"]
+__all__ = [
+    "CLIENT_OF",
+    "CONSUMER_PROTOCOL_DEFAULT_KINDS",
+    "CONSUMER_PROTOCOL_KINDS",
+    "DEFAULT_KINDS",
+    "KINDS",
+    "PEER_KINDS",
+    "main",
+]
 
 #: Member kinds and the client (library) each runs: violations are attributed to the client.
 CLIENT_OF = {
@@ -77,6 +85,10 @@ DEFAULT_KINDS = tuple(k for k in KINDS if k not in PEER_KINDS)
 #: The kinds that speak KIP-848's consumer group protocol (``--group-protocol consumer``):
 #: kafka-python 3 speaks only the classic protocol.
 CONSUMER_PROTOCOL_KINDS = tuple(k for k in KINDS if k != "kafka-python")
+#: The kinds a KIP-848 run draws from unless told: Java's consumer is the protocol's reference
+#: client (a JDK is there for Kafka anyway); franz-go on request (a Go toolchain builds it, and
+#: franz-go itself advises its KIP-848 mode only from Kafka 4.3 on).
+CONSUMER_PROTOCOL_DEFAULT_KINDS = ("aiogroup", "aiogroup-consumer", "librdkafka", "java")
 ASSIGNOR = "cooperative-sticky"
 #: Records handed to the application per poll (small batches: fine-grained evidence).
 MAX_RECORDS = 50
