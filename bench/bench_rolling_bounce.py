@@ -52,7 +52,8 @@ commits what it consumed before it gives a partition up. The longest stall of a 
 longest time between consecutive processed records of one partition during the bounce) comes
 from those events.
 
-Member processes are this file with ``member`` as the first argument.
+Member processes are ``bounce_members.py`` beside this file; the figures are computed by
+``bounce_figures.py``.
 """
 
 from __future__ import annotations
@@ -75,14 +76,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve()
+from bounce_figures import audit, figures, print_table, verdicts
+from bounce_members import COOP, KINDS, RANGE
+
+MEMBER_PROGRAM = Path(__file__).resolve().with_name("bounce_members.py")
 ALL_RUNS = ("aiogroup-eager", "aiogroup-coop", "aiogroup-coop-close", "aiokafka-eager",
             "librdkafka-coop", "librdkafka-eager", "kafka-python-coop", "kafka-python-eager",
             "mixed-coop")
-KINDS = ("aiogroup", "librdkafka", "kafka-python", "aiokafka")
 #: The kinds a mixed group cycles over (aiokafka cannot join a cooperative group).
 MIXED = ("aiogroup", "librdkafka", "kafka-python")
-COOP, RANGE = "cooperative-sticky", "range"
 
 
 @dataclass(frozen=True)
@@ -107,310 +109,6 @@ def run_spec(name: str) -> RunSpec:
     if kind not in KINDS or protocol not in ("coop", "eager"):
         raise SystemExit(f"unknown run {name!r}; expected one of {', '.join(ALL_RUNS)}")
     return RunSpec(name, (kind,), COOP if protocol == "coop" else RANGE)
-
-
-# =========================================================================== member process
-
-
-class Status:
-    """What the member tells the bench: one JSON line per change (generation, partitions)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.lock = threading.Lock()
-        self.last: tuple[Any, ...] | None = None
-
-    def write(self, generation: int | None, owned: int, state: str = "") -> None:
-        key = (generation, owned, state)
-        with self.lock:
-            if key == self.last:
-                return
-            self.last = key
-            line = json.dumps({"t": time.time(), "pid": os.getpid(), "gen": generation,
-                               "owned": owned, "state": state}) + "\n"
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(line)
-
-
-@dataclass
-class MemberLoop:
-    """The member's main loop: poll the client, report status, and ``on_tick`` between polls
-    (the place where a record-consuming member processes records)."""
-
-    stop: threading.Event
-    status: Status
-    tick_s: float = 0.1
-    on_tick: Callable[[], None] | None = None
-
-
-def _member_confluent(args: argparse.Namespace, loop: MemberLoop) -> None:
-    from confluent_kafka import Consumer
-
-    from aiogroup.observability.telemetry import (
-        ConfluentRecorder,
-        JsonlTelemetry,
-        confluent_generation,
-    )
-
-    telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
-    consumer = Consumer({
-        "bootstrap.servers": args.bootstrap,
-        "group.id": args.group,
-        "client.id": args.name,
-        "partition.assignment.strategy": args.assignor,
-        "session.timeout.ms": args.session_ms,
-        "heartbeat.interval.ms": args.heartbeat_ms,
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-    })
-    def revoke(consumer: Any, partitions: list[Any]) -> None:
-        _commit_quietly(lambda: consumer.commit(asynchronous=False))  # what was consumed
-        time.sleep(args.revoke_ms / 1000)  # the application's further revocation work
-
-    recorder = ConfluentRecorder(telemetry, protocol=args.assignor, group_id=args.group,
-                                 on_revoke=revoke)
-    consumer.subscribe([args.topic], **recorder.callbacks())
-    while not loop.stop.is_set():
-        offsets: list[tuple[tuple[str, int], int]] = []
-        for m in consumer.consume(500, loop.tick_s):
-            topic, partition, offset = m.topic(), m.partition(), m.offset()
-            if m.error() is not None or topic is None or partition is None or offset is None:
-                continue  # a record (no error) has all three; librdkafka's types allow None
-            offsets.append(((topic, partition), offset))
-        _processed(telemetry, offsets)
-        recorder.observe(consumer)
-        generation = confluent_generation(consumer)
-        loop.status.write(generation if generation is not None and generation >= 0 else None,
-                          len(consumer.assignment()))
-        if loop.on_tick is not None:
-            loop.on_tick()
-    consumer.close()  # revokes (recorded, commits) and leaves the group
-    telemetry.close()
-
-
-def _kafka_python_generation(consumer: Any) -> int | None:
-    """kafka-python keeps the generation in its coordinator (no public API)."""
-    try:
-        generation = int(consumer._coordinator._generation.generation_id)
-    except (AttributeError, TypeError, ValueError):
-        return None
-    return generation if generation >= 0 else None
-
-
-def _member_kafka_python(args: argparse.Namespace, loop: MemberLoop) -> None:
-    from kafka import KafkaConsumer
-    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-    from kafka.coordinator.assignors.range import RangePartitionAssignor
-
-    from aiogroup.observability.telemetry import JsonlTelemetry, KafkaPythonListener
-
-    telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
-    assignor = CooperativeStickyAssignor if args.assignor == COOP else RangePartitionAssignor
-    consumer = KafkaConsumer(
-        bootstrap_servers=args.bootstrap,
-        group_id=args.group,
-        client_id=args.name,
-        partition_assignment_strategy=[assignor],
-        session_timeout_ms=args.session_ms,
-        heartbeat_interval_ms=args.heartbeat_ms,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    class Work:
-        def on_partitions_revoked(self, revoked: Any) -> None:
-            _commit_quietly(consumer.commit)  # what was consumed
-            time.sleep(args.revoke_ms / 1000)  # the application's further revocation work
-
-        def on_partitions_assigned(self, assigned: Any) -> None:
-            pass
-
-    listener = KafkaPythonListener(telemetry, Work(),
-                                   consumer=consumer, protocol=args.assignor,
-                                   group_id=args.group)
-    # Know the topic before the first JoinGroup (kafka-python 3.0.12 may otherwise join with no
-    # metadata and rejoin; see tests/integration/peer_proc.py).
-    for _ in range(100):
-        if consumer.partitions_for_topic(args.topic):
-            break
-    consumer.subscribe([args.topic], listener=listener)
-    while not loop.stop.is_set():
-        batch = consumer.poll(timeout_ms=int(loop.tick_s * 1000), max_records=500)
-        _processed(telemetry, [((tp.topic, tp.partition), r.offset)
-                               for tp, records in batch.items() for r in records])
-        listener.observe(consumer)
-        loop.status.write(_kafka_python_generation(consumer), len(consumer.assignment()))
-        if loop.on_tick is not None:
-            loop.on_tick()
-    consumer.close()
-    telemetry.close()
-
-
-def _commit_quietly(commit: Callable[[], Any]) -> None:
-    """A peer's synchronous commit in its revocation callback; nothing to commit is no error."""
-    try:
-        commit()
-    except Exception as exc:  # the peers raise their own types
-        print(f"commit in revocation: {exc!r}", file=sys.stderr)
-
-
-def _processed(telemetry: Any, offsets: Sequence[tuple[tuple[str, int], int]]) -> None:
-    """One ``processed`` event per partition of a poll's records (first and last offset)."""
-    spans: dict[tuple[str, int], list[int]] = {}
-    for tp, offset in offsets:
-        span = spans.setdefault(tp, [offset, offset])
-        span[0], span[1] = min(span[0], offset), max(span[1], offset)
-    for tp, (first, last) in spans.items():
-        telemetry.processed(tp, first, last)
-
-
-def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
-    from aiogroup import Consumer
-    from aiogroup.client import GroupMember
-    from aiogroup.consumer.errors import ConsumerStoppedError
-    from aiogroup.observability.telemetry import JsonlTelemetry
-
-    telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
-
-    class Work:
-        async def on_partitions_revoked(self, revoked: Any) -> None:
-            await asyncio.sleep(args.revoke_ms / 1000)  # the application's revocation work
-
-        def on_partitions_assigned(self, assigned: Any) -> None:
-            pass
-
-    async def consume() -> None:
-        # aiogroup.Consumer commits what was consumed before a partition is revoked (and on
-        # close), then calls the listener.
-        consumer = Consumer(
-            args.bootstrap, args.group, topics=[args.topic], assignors=[args.assignor],
-            session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
-            client_id=args.name, telemetry=telemetry, auto_offset_reset="earliest",
-            listener=Work() if args.revoke_ms else None,
-        )
-        closing: asyncio.Future[None] | None = None
-        async with consumer:
-            member = consumer.member
-            while True:
-                if loop.stop.is_set() and closing is None:
-                    if args.close:
-                        break  # close() at the end of the block: revoke, then leave
-                    # What a SIGTERM handler does: close() from another task while this
-                    # loop reads on (the default shutdown hands off; the loop ends by
-                    # itself once the partitions have moved).
-                    closing = asyncio.ensure_future(consumer.close())
-                generation = member.generation_id
-                loop.status.write(generation if generation >= 0 else None,
-                                  len(member.assignment), member.state.name)
-                try:
-                    batch = await consumer.getmany(timeout_ms=int(loop.tick_s * 1000),
-                                                   max_records=500)
-                except ConsumerStoppedError:
-                    break  # handed off and left
-                _processed(telemetry, [((tp.topic, tp.partition), r.offset)
-                                       for tp, records in batch.items() for r in records])
-            if closing is not None:
-                await closing
-        telemetry.close()
-
-    async def main() -> None:
-        member = GroupMember(
-            args.bootstrap, args.group, topics=[args.topic], assignors=[args.assignor],
-            session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
-            client_id=args.name, telemetry=telemetry,
-            listener=Work() if args.revoke_ms else None,
-        )
-        async with member:
-            while not loop.stop.is_set():
-                generation = member.generation_id
-                loop.status.write(generation if generation >= 0 else None, len(member.assignment),
-                                  member.state.name)
-                if loop.on_tick is not None:
-                    loop.on_tick()
-                with contextlib.suppress(TimeoutError):  # a status tick, not synchronisation
-                    await asyncio.wait_for(member.changed(), loop.tick_s)
-            await member.close(hand_off=not args.close)
-        telemetry.close()
-
-    asyncio.run(consume() if args.records else main())
-
-
-def _member_aiokafka(args: argparse.Namespace, loop: MemberLoop) -> None:
-    from aiokafka import AIOKafkaConsumer
-
-    from aiogroup.observability.telemetry import AiokafkaListener, JsonlTelemetry
-
-    if args.assignor != RANGE:
-        raise SystemExit("aiokafka speaks only the eager protocol: use range")
-    telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
-
-    async def main() -> None:
-        # Commits by hand in the revocation (aiokafka's auto-commit commits there too, but
-        # only what was committed on the interval before), as the peers above do.
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.name,
-            session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
-            enable_auto_commit=False, auto_offset_reset="earliest",
-        )  # fmt: skip
-
-        class Work:
-            async def on_partitions_revoked(self, revoked: Any) -> None:
-                if revoked:
-                    try:
-                        await consumer.commit()  # what was consumed
-                    except Exception as exc:  # aiokafka raises its own types
-                        print(f"commit in revocation: {exc!r}", file=sys.stderr)
-                await asyncio.sleep(args.revoke_ms / 1000)  # further revocation work
-
-            async def on_partitions_assigned(self, assigned: Any) -> None:
-                pass
-
-        listener = AiokafkaListener(telemetry, Work(), consumer=consumer,
-                                    protocol=args.assignor, group_id=args.group)
-        consumer.subscribe([args.topic], listener=listener)
-        await consumer.start()
-        try:
-            while not loop.stop.is_set():
-                batch = await consumer.getmany(timeout_ms=int(loop.tick_s * 1000),
-                                               max_records=500)
-                _processed(telemetry, [((tp.topic, tp.partition), r.offset)
-                                       for tp, records in batch.items() for r in records])
-                generation = listener._generation()
-                loop.status.write(generation, len(consumer.assignment()))
-                if loop.on_tick is not None:
-                    loop.on_tick()
-        finally:
-            # commits nothing more (manual commits) and leaves; aiokafka runs no revocation
-            # callback on stop, so the listener records the release itself
-            await listener.stop()
-        telemetry.close()
-
-    asyncio.run(main())
-
-
-def member_main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="bench_rolling_bounce.py member")
-    p.add_argument("--kind", choices=KINDS, required=True)
-    p.add_argument("--assignor", choices=[COOP, RANGE], required=True)
-    p.add_argument("--bootstrap", required=True)
-    p.add_argument("--group", required=True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--name", required=True)
-    p.add_argument("--session-ms", type=int, required=True)
-    p.add_argument("--heartbeat-ms", type=int, required=True)
-    p.add_argument("--telemetry-dir", required=True)
-    p.add_argument("--status", required=True)
-    p.add_argument("--revoke-ms", type=int, default=0)
-    p.add_argument("--records", action="store_true", help="consume records")
-    p.add_argument("--close", action="store_true",
-                   help="aiogroup: SIGTERM closes at once instead of handing off first")
-    args = p.parse_args(list(argv))
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    loop = MemberLoop(stop, Status(args.status))
-    runner = {"aiogroup": _member_aiogroup, "librdkafka": _member_confluent,
-              "kafka-python": _member_kafka_python, "aiokafka": _member_aiokafka}[args.kind]
-    runner(args, loop)
-    return 0
 
 
 # =========================================================================== the bench
@@ -528,7 +226,7 @@ class Bench:
         status.parent.mkdir(parents=True, exist_ok=True)
         log = open(run.events.parent / "status" / f"{name}.stderr", "ab")  # noqa: SIM115
         process = subprocess.Popen(
-            [sys.executable, str(HERE), "member", "--kind", kind, "--assignor", run.spec.assignor,
+            [sys.executable, str(MEMBER_PROGRAM), "--kind", kind, "--assignor", run.spec.assignor,
              "--bootstrap", bootstrap, "--group", run.group, "--topic", topic, "--name", name,
              "--session-ms", str(self.args.session_ms),
              "--heartbeat-ms", str(self.args.heartbeat_ms),
@@ -676,179 +374,6 @@ class Bench:
                 self.stop_member(m, run)
 
 
-# =========================================================================== figures
-
-
-def audit(runs: Sequence[RunResult], out: Path, master: str) -> Any:
-    """One Spark audit over every run's events (groups stay separate); returns the session."""
-    import warnings
-
-    from aiogroup.tools.audit.audit import run_audit
-    from aiogroup.tools.audit.session import build_session
-
-    warnings.simplefilter("ignore", FutureWarning)
-    spark = build_session(master, log_level="ERROR", shuffle_partitions=2)
-    result = run_audit(spark, [str(r.events) for r in runs], label="rolling bounce")
-    for name, df in result.datasets.items():
-        df.write.mode("overwrite").parquet(str(out / name))
-    return spark
-
-
-def figures(spark: Any, out: Path, runs: Sequence[RunResult]) -> None:
-    """Each run's figures over the generations of its bounce, computed by Spark from the
-    audit's datasets (``run.figures``)."""
-    from pyspark.sql import functions as F
-
-    rows = [(r.group, r.formed_generation, r.final_generation) for r in runs
-            if r.formed_generation is not None and r.final_generation is not None]
-    if not rows:
-        return
-    windows = spark.createDataFrame(rows, "group string, g0 long, g1 long")
-    in_bounce = (F.col("generation_id") > F.col("g0")) & (F.col("generation_id") <= F.col("g1"))
-    read = spark.read.parquet
-    unowned = read(str(out / "unowned_by_generation")).join(windows, "group").where(in_bounce) \
-        .groupBy("group").agg(F.sum("unowned_partition_s").alias("unowned_s"),
-                              F.max("max_gap_s").alias("max_gap_s"),
-                              F.sum("gaps").alias("stops"))
-    moves = read(str(out / "moves_by_generation")).join(windows, "group").where(in_bounce) \
-        .groupBy("group").agg(F.count(F.lit(1)).alias("rebalances"),
-                              F.sum("moved").alias("moved"), F.sum("min_moves").alias("min_moves"))
-    overlaps = read(str(out / "overlaps")).groupBy("group").agg(
-        F.count(F.lit(1)).alias("overlaps"),
-        F.sum(F.col("violation").cast("long")).alias("violations"))
-    intervals = read(str(out / "intervals")).join(windows, "group")
-    first_release = intervals.where(
-        (F.col("end_gen") >= F.col("g0")) & F.col("end_kind").isin("revoked", "lost")
-    ).groupBy("group").agg(F.min("end").alias("bounce_start"))
-    last_assign = intervals.where(in_bounce).groupBy("group").agg(
-        F.max("start").alias("bounce_end"))
-    stalls = _stalls(spark, runs)
-    table = (windows.select("group").join(unowned, "group", "left").join(moves, "group", "left")
-             .join(overlaps, "group", "left").join(first_release, "group", "left")
-             .join(last_assign, "group", "left").toPandas())
-    by_group = {row["group"]: {k: _num(v) for k, v in row.items() if k != "group"}
-                for row in table.to_dict("records")}
-    for r in runs:
-        row = by_group.get(r.group)
-        if row is None:
-            continue
-        r.figures = {
-            "unowned_s": row["unowned_s"],
-            "max_gap_s": row["max_gap_s"],
-            "stops": int(row["stops"]),
-            "rebalances": int(row["rebalances"]),
-            "moved": int(row["moved"]),
-            "min_moves": int(row["min_moves"]),
-            "overlaps": int(row["overlaps"]),
-            "violations": int(row["violations"]),
-            "bounce_s": row["bounce_end"] - row["bounce_start"],
-            "bounce_start": row["bounce_start"],
-        }
-        if r.group in stalls:
-            r.figures["stall_s"], r.figures["processed"] = stalls[r.group]
-
-
-def _stalls(spark: Any, runs: Sequence[RunResult]) -> dict[str, tuple[float, int]]:
-    """Per run: the longest time between consecutive ``processed`` events of one partition
-    that overlaps the bounce (first SIGTERM to last "safe"), and the records processed."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    rows = [(r.group, *r.window) for r in runs if r.window is not None]
-    if not rows:
-        return {}
-    windows = spark.createDataFrame(rows, "group string, t0 double, t1 double")
-    schema = ("type string, ts double, `group` string, topic string, `partition` long, "
-              "first long, last long")
-    events = spark.read.schema(schema).json([str(r.events) for r in runs]) \
-        .where(F.col("type") == "processed")
-    by_partition = Window.partitionBy("group", "topic", "partition").orderBy("ts")
-    gaps = events.withColumn("prev", F.lag("ts").over(by_partition)).join(windows, "group") \
-        .where(F.col("prev").isNotNull() & (F.col("ts") > F.col("t0"))
-               & (F.col("prev") < F.col("t1")))
-    stall = gaps.groupBy("group").agg(F.max(F.col("ts") - F.col("prev")).alias("stall_s"))
-    processed = events.groupBy("group").agg(
-        F.sum(F.col("last") - F.col("first") + 1).alias("processed"))
-    out: dict[str, tuple[float, int]] = {}
-    for row in stall.join(processed, "group").collect():
-        out[row["group"]] = (float(row["stall_s"]), int(row["processed"]))
-    return out
-
-
-def _num(value: Any) -> float:
-    """A figure from a left join: missing (None, NaN) is 0."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return 0.0 if number != number else number
-
-
-def print_table(runs: Sequence[RunResult]) -> None:
-    head = (f"{'run':<34}{'unowned p-s':>12}{'stops':>6}{'max gap':>9}{'stall s':>8}"
-            f"{'rebal.':>7}{'moved':>6}{'overlaps':>9}{'bounce s':>9}{'clock s':>8}")
-    print(head)
-    for r in runs:
-        f = r.figures
-        if not f:
-            print(f"{r.label:<34}  no figures: {'; '.join(r.problems) or 'no data'}")
-            continue
-        stall = f"{f['stall_s']:.2f}" if "stall_s" in f else "-"
-        print(f"{r.label:<34}{f['unowned_s']:>12.1f}{f['stops']:>6}{f['max_gap_s']:>9.2f}"
-              f"{stall:>8}{f['rebalances']:>7}"
-              f"{f['moved']:>6}{f['overlaps']:>9}{f['bounce_s']:>9.1f}"
-              f"{r.clock_s:>8.1f}")
-        for problem in r.problems:
-            print(f"    ! {problem}")
-
-
-def verdicts(runs: Sequence[RunResult]) -> list[str]:
-    """The targets, per broker: cooperative aiogroup >= 10x less unowned partition-seconds than
-    eager aiogroup, and no more than librdkafka cooperative (same broker, same bench run)."""
-    out: list[str] = []
-    for broker in sorted({r.broker for r in runs}):
-        by = {r.spec.name: r.figures for r in runs if r.broker == broker and r.figures}
-        coop = by.get("aiogroup-coop")
-        if coop is None:
-            continue
-        eager = by.get("aiogroup-eager")
-        if eager is not None:
-            ratio = eager["unowned_s"] / max(coop["unowned_s"], 1e-9)
-            out.append(f"{broker}: aiogroup eager / cooperative unowned partition-seconds = "
-                       f"{eager['unowned_s']:.1f} / {coop['unowned_s']:.1f} = {ratio:.1f}x "
-                       f"({'PASS' if ratio >= 10 else 'MISS'}: target >= 10x)")
-        if eager is not None and "stall_s" in eager and "stall_s" in coop:
-            out.append(f"{broker}: longest stall of a partition, aiogroup eager / cooperative = "
-                       f"{eager['stall_s']:.2f} s / {coop['stall_s']:.2f} s = "
-                       f"{eager['stall_s'] / max(coop['stall_s'], 1e-9):.1f}x")
-        close = by.get("aiogroup-coop-close")
-        if eager is not None and close is not None:
-            ratio = eager["unowned_s"] / max(close["unowned_s"], 1e-9)
-            out.append(f"{broker}: aiogroup eager / cooperative closing without hand-off = "
-                       f"{eager['unowned_s']:.1f} / {close['unowned_s']:.1f} = {ratio:.1f}x")
-        aiokafka = by.get("aiokafka-eager")
-        for name, ours in (("default close()", coop), ("stop, then close()", close)):
-            if aiokafka is None or ours is None:
-                continue
-            line = (f"{broker}: aiokafka / aiogroup {name}: unowned partition-seconds "
-                    f"{aiokafka['unowned_s']:.1f} / {ours['unowned_s']:.1f} = "
-                    f"{aiokafka['unowned_s'] / max(ours['unowned_s'], 1e-9):.1f}x")
-            if "stall_s" in aiokafka and "stall_s" in ours:
-                line += (f"; longest stall {aiokafka['stall_s']:.2f} s / {ours['stall_s']:.2f} s"
-                         f" = {aiokafka['stall_s'] / max(ours['stall_s'], 1e-9):.1f}x")
-            out.append(line)
-        rdk = by.get("librdkafka-coop")
-        if rdk is not None:
-            ratio = rdk["unowned_s"] / max(coop["unowned_s"], 1e-9)
-            out.append(f"{broker}: librdkafka cooperative / aiogroup cooperative = "
-                       f"{rdk['unowned_s']:.1f} / {coop['unowned_s']:.1f} = {ratio:.2f}x "
-                       f"({'PASS' if ratio >= 1 else 'MISS'}: target >= 1, no worse)")
-        bad = [r.label for r in runs if r.broker == broker and r.figures.get("violations")]
-        out.append(f"{broker}: double ownership: "
-                   + ("none (PASS)" if not bad else f"in {', '.join(bad)} (FAIL)"))
-    return out
-
-
 # =========================================================================== entry point
 
 
@@ -893,8 +418,6 @@ def load_runs(work: Path) -> list[RunResult]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "member":
-        return member_main(argv[1:])
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--broker", choices=["embedded", "kafka23", "kafka4", "both", "all"],
                    default="both", help="both: embedded and kafka23; all: and kafka4")
