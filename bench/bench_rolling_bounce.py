@@ -1,8 +1,11 @@
-"""KIP-429's headline figure, measured: a rolling bounce of a consumer group, eager vs cooperative.
+"""KIP-429's headline figure, measured: a rolling bounce of a consumer group, eager vs
+cooperative, and KIP-848's consumer group protocol beside them.
 
     .venv/bin/python bench/bench_rolling_bounce.py                   # both brokers, every run
     .venv/bin/python bench/bench_rolling_bounce.py --broker embedded \
         --runs aiogroup-eager,aiogroup-coop
+    .venv/bin/python bench/bench_rolling_bounce.py --broker kafka4 --runs aiogroup-coop,\
+aiogroup-consumer,librdkafka-consumer,java-consumer             # KIP-848 beside classic
     .venv/bin/python bench/bench_rolling_bounce.py --out bounce/ --report bounce/report.html
 
 A group of ``--members`` member processes (default 6) over ``--partitions`` partitions (default
@@ -11,7 +14,8 @@ A group of ``--members`` member processes (default 6) over ``--partitions`` part
 until the group is safe to bounce again, judged from the broker exactly as ``aiogroup group
 watch`` judges it (Stable, every member back, every partition assigned once). Then the next.
 
-Runs (``--runs``), on the embedded broker and on Apache Kafka 2.3 (``--broker``):
+Runs (``--runs``), on the embedded broker, Apache Kafka 2.3 and 4.1.1 (``--broker``; the
+``-consumer`` runs only where the broker serves KIP-848 consumer groups: Kafka 4.1.1):
 
     aiogroup-eager        aiogroup members, [range]
     aiogroup-coop         aiogroup members, [cooperative-sticky]; SIGTERM calls ``close()``
@@ -27,6 +31,20 @@ Runs (``--runs``), on the embedded broker and on Apache Kafka 2.3 (``--broker``)
     kafka-python-coop     kafka-python 3 consumers, cooperative-sticky
     kafka-python-eager    kafka-python 3 consumers, range
     mixed-coop            aiogroup, librdkafka and kafka-python members in turn, cooperative-sticky
+    java-coop             Apache Kafka's Java KafkaConsumer (kafka-clients 4.1.1, our peer
+                          program), cooperative-sticky; SIGTERM ends its poll loop, close()
+    aiogroup-consumer     aiogroup members, group_protocol="consumer" (KIP-848: the broker
+                          assigns, with its default assignor, uniform); SIGTERM as aiogroup-coop
+                          (under KIP-848 a hand-off closes as close() does)
+    librdkafka-consumer   confluent-kafka consumers, group.protocol=consumer
+    java-consumer         the Java KafkaConsumer, group.protocol=consumer
+
+Every client gets the same pace: classic members are configured with ``--heartbeat-ms`` and
+``--session-ms``; under KIP-848 both are the broker's (``group.consumer.heartbeat.interval.ms``
+and ``group.consumer.session.timeout.ms``, set to the same values when the bench starts Kafka
+4.1.1), and each client is configured as its own documentation advises: librdkafka and Java set
+neither (both refuse them with ``group.protocol=consumer``), aiogroup is told the broker's
+session (its KAFKA-7026 rule).
 
 Every member records rebalance telemetry (``aiogroup.observability.telemetry``: ``JsonlTelemetry``
 for
@@ -40,6 +58,22 @@ formed group's generation, up to the generation the last bounce converged in):
 * double ownership: overlap episodes over the whole recording (must be zero);
 * time to complete the bounce: from the first release of the bounce to its last assignment
   (the bench's own clock, from the first SIGTERM to the last "safe", is printed beside it).
+
+Under KIP-848 a member's generation is its member epoch (the broker bumps every member to the
+group's epoch as it reconciles), and the group is "safe" when ConsumerGroupDescribe shows it
+Stable with every member at the group's epoch and every partition assigned once.
+
+Convergence, by the bench's clock (``time.monotonic()``), per bounce; the table shows the
+median over the bounces of a run and the longest:
+
+* **join** (time to converge after a join): from the moment the bench starts the replacement's
+  process to the first moment the group is safe again with every member (the gate below: the
+  broker's verdict, then every member process reporting that generation and together owning
+  every partition). It includes the client's own start (an interpreter's or a JVM's, its first
+  connection); **seen** is the part after the broker first lists the new member (its first
+  JoinGroup or ConsumerGroupHeartbeat answered), the protocol's own share;
+* **leave**: from the SIGTERM to the group safe without the member, watched during the restart
+  delay. A leave that has not settled by then (``-``) leaves the rest of it in the join's figure.
 
 It prints each run's figures and the ratios the targets are about (cooperative aiogroup against
 eager aiogroup, and against librdkafka cooperative, on the same broker in the same run), and
@@ -82,7 +116,15 @@ from bounce_members import COOP, KINDS, RANGE
 MEMBER_PROGRAM = Path(__file__).resolve().with_name("bounce_members.py")
 ALL_RUNS = ("aiogroup-eager", "aiogroup-coop", "aiogroup-coop-close", "aiokafka-eager",
             "librdkafka-coop", "librdkafka-eager", "kafka-python-coop", "kafka-python-eager",
-            "mixed-coop")
+            "mixed-coop", "java-coop", "aiogroup-consumer", "librdkafka-consumer",
+            "java-consumer")
+#: The member kinds: the programs of bounce_members.py, and Apache Kafka's Java consumer (our
+#: peer program of aiogroup.testing.peers, built on first use; it writes its own telemetry).
+RUN_KINDS = (*KINDS, "java")
+#: The kinds that speak KIP-848's consumer group protocol (``<kind>-consumer`` runs).
+CONSUMER_KINDS = ("aiogroup", "librdkafka", "java")
+#: The brokers whose coordinator serves KIP-848 consumer groups.
+CONSUMER_BROKERS = ("kafka4",)
 #: The kinds a mixed group cycles over (aiokafka cannot join a cooperative group).
 MIXED = ("aiogroup", "librdkafka", "kafka-python")
 
@@ -93,8 +135,9 @@ class RunSpec:
 
     name: str
     kinds: tuple[str, ...]  # cycled over the member slots
-    assignor: str
+    assignor: str  # classic: the members' assignor (unused under KIP-848: the broker's default)
     hand_off: bool = True  # aiogroup members hand off on SIGTERM (eager: the same as close)
+    group_protocol: str = "classic"  # "consumer": KIP-848
 
     def kind_of(self, slot: int) -> str:
         return self.kinds[slot % len(self.kinds)]
@@ -106,7 +149,9 @@ def run_spec(name: str) -> RunSpec:
     if name == "aiogroup-coop-close":
         return RunSpec(name, ("aiogroup",), COOP, hand_off=False)
     kind, _, protocol = name.rpartition("-")
-    if kind not in KINDS or protocol not in ("coop", "eager"):
+    if protocol == "consumer" and kind in CONSUMER_KINDS:
+        return RunSpec(name, (kind,), COOP, group_protocol="consumer")
+    if kind not in RUN_KINDS or protocol not in ("coop", "eager"):
         raise SystemExit(f"unknown run {name!r}; expected one of {', '.join(ALL_RUNS)}")
     return RunSpec(name, (kind,), COOP if protocol == "coop" else RANGE)
 
@@ -120,8 +165,16 @@ class Member:
     kind: str
     process: subprocess.Popen[bytes]
     status: Path
+    #: A member that writes no status lines (the Java peer): its telemetry tells the same.
+    telemetry: Path | None = None
+    _read: int = 0
+    _generation: int | None = None
+    _owned: set[tuple[str, int]] = field(default_factory=set)
 
     def last_status(self) -> dict[str, Any] | None:
+        """The member's generation and how many partitions it owns (``gen``, ``owned``)."""
+        if self.telemetry is not None:
+            return self._status_from_telemetry(self.telemetry)
         try:
             lines = self.status.read_text(encoding="utf-8").splitlines()
         except OSError:
@@ -129,6 +182,28 @@ class Member:
         mine = [json.loads(x) for x in lines if x.strip()]
         mine = [x for x in mine if x["pid"] == self.process.pid]
         return mine[-1] if mine else None
+
+    def _status_from_telemetry(self, path: Path) -> dict[str, Any] | None:
+        """From this process's ``joined`` events (one per generation or, under KIP-848, member
+        epoch it enters) and rebalance callbacks, read on from where the last call stopped."""
+        from aiogroup.tools.chaos.checker import read_complete_lines
+
+        lines, self._read = read_complete_lines(path, self._read)
+        for line in lines:
+            e = json.loads(line)
+            if e.get("pid") != self.process.pid:
+                continue  # the member this one replaced, under the same name
+            kind = e.get("type")
+            parts = {(t, int(p)) for t, ps in (e.get("partitions") or {}).items() for p in ps}
+            if kind == "joined":
+                self._generation = int(e["generation_id"])
+            elif kind == "partitions_assigned":
+                self._owned |= parts
+            elif kind in ("partitions_revoked", "partitions_lost"):
+                self._owned -= parts
+        if self._generation is None:
+            return None
+        return {"gen": self._generation, "owned": len(self._owned)}
 
 
 @dataclass
@@ -144,6 +219,8 @@ class RunResult:
     produced: int = 0
     problems: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
+    #: Per bounce (see the module doc): [leave s or None, join s, seen-to-safe s or None].
+    joins: list[list[float | None]] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -212,7 +289,13 @@ class Bench:
             from aiogroup.testing.launchers.kafka import KAFKA4_VERSION, KafkaBroker
 
             version = KAFKA4_VERSION if kind == "kafka4" else None
-            with KafkaBroker(version=version, quick_jit=False) as kafka:
+            # KIP-848 groups take their session and heartbeat interval from the broker: the
+            # same as every classic member is configured with (Kafka 2.3 has no such group).
+            config = {} if version is None else {
+                "group.consumer.session.timeout.ms": str(self.args.session_ms),
+                "group.consumer.heartbeat.interval.ms": str(self.args.heartbeat_ms),
+            }
+            with KafkaBroker(version=version, quick_jit=False, config=config) as kafka:
                 yield kafka.bootstrap, lambda name, n: kafka.create_topic(name, n, timeout=120)
         else:
             raise SystemExit(f"unknown broker {kind!r}")
@@ -224,6 +307,8 @@ class Bench:
         kind = run.spec.kind_of(slot)
         status = run.events.parent / "status" / f"{name}.jsonl"
         status.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "java":
+            return self._start_java(run, bootstrap, topic, name, status)
         log = open(run.events.parent / "status" / f"{name}.stderr", "ab")  # noqa: SIM115
         process = subprocess.Popen(
             [sys.executable, str(MEMBER_PROGRAM), "--kind", kind, "--assignor", run.spec.assignor,
@@ -231,13 +316,36 @@ class Bench:
              "--session-ms", str(self.args.session_ms),
              "--heartbeat-ms", str(self.args.heartbeat_ms),
              "--telemetry-dir", str(run.events), "--status", str(status),
-             "--revoke-ms", str(self.args.revoke_ms)]
+             "--revoke-ms", str(self.args.revoke_ms),
+             "--group-protocol", run.spec.group_protocol]
             + (["--records"] if self.args.rate else [])
             + ([] if run.spec.hand_off else ["--close"]),
             stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         log.close()
         return Member(name, kind, process, status)
+
+    def _start_java(self, run: RunResult, bootstrap: str, topic: str, name: str,
+                    status: Path) -> Member:
+        """Apache Kafka's Java consumer (kafka-clients 4.1.1), our peer program: it commits
+        what it processed in its revocation callback, as the other members do, and writes its
+        own telemetry; SIGTERM ends its poll loop and closes it."""
+        from aiogroup.testing.peers import peer_command
+
+        if self.args.revoke_ms:
+            raise SystemExit("--revoke-ms: the Java member has no revocation work to add")
+        argv = peer_command(
+            "java", bootstrap=bootstrap, group=run.group, topic=topic, name=name,
+            assignors=[run.spec.assignor], session_ms=self.args.session_ms,
+            heartbeat_ms=self.args.heartbeat_ms, rebalance_ms=300_000,  # Java's default
+            protocol=run.spec.group_protocol, commit_every_ms=0, max_records=500,
+            telemetry_dir=run.events,
+        )  # fmt: skip
+        log = open(status.with_suffix(".stderr"), "ab")  # noqa: SIM115
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=log)  # fmt: skip
+        log.close()
+        return Member(name, "java", process, status, telemetry=run.events / f"{name}.0000.jsonl")
 
     @staticmethod
     def stop_member(member: Member, run: RunResult, timeout: float = 60.0) -> None:
@@ -255,9 +363,11 @@ class Bench:
     # -- the gate
 
     async def safe(self, bootstrap: str, group: str, members: Sequence[Member],
-                   timeout: float) -> int | None:
-        """Wait until the group is safe to bounce again (as ``aiogroup group watch`` judges)
-        and every live member reports the same generation; return that generation."""
+                   timeout: float, seen: list[float] | None = None) -> int | None:
+        """Wait until the group is safe to bounce again (as ``aiogroup group watch`` judges:
+        for a KIP-848 group from ConsumerGroupDescribe) and every live member reports the same
+        generation (member epoch); return that generation. ``seen`` gets the time
+        (``time.monotonic()``) the broker first listed ``len(members)`` members."""
         from aiogroup.errors import AiogroupError
         from aiogroup.inspector import GroupInspector, assess
 
@@ -281,6 +391,9 @@ class Bench:
                     described = await inspector.describe()
                 except AiogroupError:
                     described = None
+                if (seen is not None and not seen and described is not None
+                        and len(described.members) >= len(members)):
+                    seen.append(time.monotonic())
                 if described is not None and assess(
                         described, expected_members=len(members)).safe:
                     statuses = [m.last_status() for m in members]
@@ -295,6 +408,23 @@ class Bench:
                 await asyncio.sleep(0.05)  # polling the broker and the members, bounded
         finally:
             await inspector.close()
+
+    def _settle_without(self, run: RunResult, bootstrap: str, members: Sequence[Member],
+                        slot: int, signalled: float) -> float | None:
+        """The deploy's restart delay after the stopped member exited, spent watching the
+        group without it: seconds from its SIGTERM to the group safe again without it, or
+        None if not within the delay (the join's figure then includes the rest of the leave)."""
+        others = [m for i, m in enumerate(members) if i != slot]
+        until = time.monotonic() + self.args.restart_delay
+        leave: float | None = None
+        if self.args.restart_delay:
+            with contextlib.suppress(TimeoutError):
+                asyncio.run(self.safe(bootstrap, run.group, others, self.args.restart_delay))
+                leave = time.monotonic() - signalled
+        rest = until - time.monotonic()
+        if rest > 0:
+            time.sleep(rest)  # the deploy's time to start a process
+        return leave
 
     # -- records
 
@@ -360,11 +490,16 @@ class Bench:
             for slot in range(n):
                 if slot:
                     time.sleep(pauses.uniform(0.0, self.args.pause_max))  # deploy pacing
+                signalled = time.monotonic()
                 self.stop_member(members[slot], run)
-                if self.args.restart_delay:
-                    time.sleep(self.args.restart_delay)  # the deploy's time to start a process
+                leave = self._settle_without(run, bootstrap, members, slot, signalled)
+                started = time.monotonic()
                 members[slot] = self.start_member(run, bootstrap, topic, slot)
-                run.final_generation = asyncio.run(self.safe(bootstrap, run.group, members, step))
+                seen: list[float] = []
+                run.final_generation = asyncio.run(
+                    self.safe(bootstrap, run.group, members, step, seen))
+                done = time.monotonic()
+                run.joins.append([leave, done - started, done - seen[0] if seen else None])
             run.clock_s = time.monotonic() - began
             run.window = (wall, wall + run.clock_s)
         except (TimeoutError, RuntimeError) as exc:
@@ -387,8 +522,15 @@ def bounce_all(bench: Bench, brokers: Sequence[str], specs: Sequence[RunSpec]) -
           flush=True)
     runs: list[RunResult] = []
     for broker in brokers:
+        runnable = [spec for spec in specs
+                    if spec.group_protocol == "classic" or broker in CONSUMER_BROKERS]
+        skipped = [spec.name for spec in specs if spec not in runnable]
+        if skipped:
+            print(f"  {broker}: no KIP-848 consumer groups, skipped {', '.join(skipped)}")
+        if not runnable:
+            continue
         with bench.broker(broker) as (bootstrap, create_topic):
-            for spec in specs:
+            for spec in runnable:
                 began = time.monotonic()
                 run = bench.run(broker, bootstrap, create_topic, spec)
                 runs.append(run)
@@ -405,14 +547,14 @@ def save_runs(work: Path, runs: Sequence[RunResult]) -> None:
         {"broker": r.broker, "run": r.spec.name, "group": r.group, "events": str(r.events),
          "formed_generation": r.formed_generation, "final_generation": r.final_generation,
          "clock_s": r.clock_s, "window": r.window, "produced": r.produced,
-         "problems": r.problems} for r in runs], indent=1))
+         "problems": r.problems, "joins": r.joins} for r in runs], indent=1))
 
 
 def load_runs(work: Path) -> list[RunResult]:
     return [RunResult(x["broker"], run_spec(x["run"]), x["group"], Path(x["events"]),
                       x["formed_generation"], x["final_generation"], x["clock_s"],
                       tuple(x["window"]) if x.get("window") else None, x.get("produced", 0),
-                      list(x["problems"]))
+                      list(x["problems"]), joins=list(x.get("joins", [])))
             for x in json.loads((work / "runs.json").read_text())]
 
 

@@ -3,7 +3,8 @@ run's figures over the generations of its bounce, the table and the ratios it pr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import statistics
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -116,9 +117,33 @@ def _num(value: Any) -> float:
     return 0.0 if number != number else number
 
 
+def convergence(r: RunResult) -> dict[str, float]:
+    """The run's convergence figures over its bounces (the bench's module doc defines them):
+    ``join`` (median) and ``join_max``, from the replacement's start to the group safe;
+    ``seen`` (median), from the broker first listing it; ``leave`` (median), from the SIGTERM
+    to the group safe without the member, over the leaves that settled within the restart
+    delay (``leaves``: how many did)."""
+    joins = [float(j[1]) for j in r.joins if j[1] is not None]
+    seen = [float(j[2]) for j in r.joins if j[2] is not None]
+    leaves = [float(j[0]) for j in r.joins if j[0] is not None]
+    out: dict[str, float] = {"leaves": len(leaves)}
+    if joins:
+        out["join"], out["join_max"] = statistics.median(joins), max(joins)
+    if seen:
+        out["seen"] = statistics.median(seen)
+    if leaves:
+        out["leave"] = statistics.median(leaves)
+    return out
+
+
+def _s(figures: Mapping[str, float], key: str, width: int) -> str:
+    return f"{figures[key]:>{width}.2f}" if key in figures else f"{'-':>{width}}"
+
+
 def print_table(runs: Sequence[RunResult]) -> None:
     head = (f"{'run':<34}{'unowned p-s':>12}{'stops':>6}{'max gap':>9}{'stall s':>8}"
-            f"{'rebal.':>7}{'moved':>6}{'overlaps':>9}{'bounce s':>9}{'clock s':>8}")
+            f"{'rebal.':>7}{'moved':>6}{'overlaps':>9}{'bounce s':>9}{'clock s':>8}"
+            f"{'join s':>8}{'max':>6}{'seen':>6}{'leave s':>8}")
     print(head)
     for r in runs:
         f = r.figures
@@ -126,10 +151,12 @@ def print_table(runs: Sequence[RunResult]) -> None:
             print(f"{r.label:<34}  no figures: {'; '.join(r.problems) or 'no data'}")
             continue
         stall = f"{f['stall_s']:.2f}" if "stall_s" in f else "-"
+        c = convergence(r)
         print(f"{r.label:<34}{f['unowned_s']:>12.1f}{f['stops']:>6}{f['max_gap_s']:>9.2f}"
               f"{stall:>8}{f['rebalances']:>7}"
               f"{f['moved']:>6}{f['overlaps']:>9}{f['bounce_s']:>9.1f}"
-              f"{r.clock_s:>8.1f}")
+              f"{r.clock_s:>8.1f}{_s(c, 'join', 8)}{_s(c, 'join_max', 6)}{_s(c, 'seen', 6)}"
+              f"{_s(c, 'leave', 8)}")
         for problem in r.problems:
             print(f"    ! {problem}")
 
@@ -140,6 +167,10 @@ def verdicts(runs: Sequence[RunResult]) -> list[str]:
     out: list[str] = []
     for broker in sorted({r.broker for r in runs}):
         by = {r.spec.name: r.figures for r in runs if r.broker == broker and r.figures}
+        out += _consumer_protocol(broker, {r.spec.name: r for r in runs if r.broker == broker})
+        bad = [r.label for r in runs if r.broker == broker and r.figures.get("violations")]
+        out.append(f"{broker}: double ownership: "
+                   + ("none (PASS)" if not bad else f"in {', '.join(bad)} (FAIL)"))
         coop = by.get("aiogroup-coop")
         if coop is None:
             continue
@@ -175,7 +206,31 @@ def verdicts(runs: Sequence[RunResult]) -> list[str]:
             out.append(f"{broker}: librdkafka cooperative / aiogroup cooperative = "
                        f"{rdk['unowned_s']:.1f} / {coop['unowned_s']:.1f} = {ratio:.2f}x "
                        f"({'PASS' if ratio >= 1 else 'MISS'}: target >= 1, no worse)")
-        bad = [r.label for r in runs if r.broker == broker and r.figures.get("violations")]
-        out.append(f"{broker}: double ownership: "
-                   + ("none (PASS)" if not bad else f"in {', '.join(bad)} (FAIL)"))
+    return out
+
+
+def _consumer_protocol(broker: str, by: Mapping[str, RunResult]) -> list[str]:
+    """KIP-848 beside the classic protocol: aiogroup's consumer-protocol run against the
+    peers' and against aiogroup cooperative, same broker, same bench run."""
+    ours = by.get("aiogroup-consumer")
+    if ours is None or not ours.figures:
+        return []
+    out = []
+    mine, c = ours.figures, convergence(ours)
+    for name in ("librdkafka-consumer", "java-consumer", "aiogroup-coop", "java-coop",
+                 "librdkafka-coop"):
+        theirs = by.get(name)
+        if theirs is None or not theirs.figures:
+            continue
+        f, t = theirs.figures, convergence(theirs)
+        line = (f"{broker}: {name} / aiogroup-consumer: unowned partition-seconds "
+                f"{f['unowned_s']:.1f} / {mine['unowned_s']:.1f} = "
+                f"{f['unowned_s'] / max(mine['unowned_s'], 1e-9):.2f}x")
+        if "stall_s" in f and "stall_s" in mine:
+            line += (f"; longest stall {f['stall_s']:.2f} / {mine['stall_s']:.2f} s = "
+                     f"{f['stall_s'] / max(mine['stall_s'], 1e-9):.2f}x")
+        if "join" in t and "join" in c:
+            line += (f"; join to safe (median) {t['join']:.2f} / {c['join']:.2f} s = "
+                     f"{t['join'] / max(c['join'], 1e-9):.2f}x")
+        out.append(line)
     return out

@@ -4,7 +4,13 @@ how many partitions it owns (``--status``, one JSON line per change).
 
     python bench/bounce_members.py --kind aiogroup --assignor cooperative-sticky \
         --bootstrap H:P --group G --topic T --name m1 --session-ms 10000 --heartbeat-ms 1000 \
-        --telemetry-dir DIR --status FILE [--records] [--close] [--revoke-ms N]
+        --telemetry-dir DIR --status FILE [--records] [--close] [--revoke-ms N] \
+        [--group-protocol consumer]
+
+With ``--group-protocol consumer`` (KIP-848; aiogroup and librdkafka) the broker assigns with its
+default assignor and ``--assignor`` is not used; the session and heartbeat interval are the
+group's, set broker side (aiogroup is told the session all the same: its KAFKA-7026 rule;
+librdkafka refuses both settings there).
 
 SIGTERM closes the member as the bench's docstring says for its kind.
 """
@@ -60,6 +66,19 @@ class MemberLoop:
     on_tick: Callable[[], None] | None = None
 
 
+def _protocol(args: argparse.Namespace) -> str:
+    """What telemetry calls the member's protocol: its assignor, or KIP-848's ``consumer``."""
+    return "consumer" if args.group_protocol == "consumer" else str(args.assignor)
+
+
+def _aiogroup_protocol(args: argparse.Namespace) -> dict[str, Any]:
+    """An aiogroup member's assignor (classic) or group protocol (KIP-848: the broker's
+    default assignor)."""
+    if args.group_protocol == "consumer":
+        return {"group_protocol": "consumer"}
+    return {"assignors": [args.assignor]}
+
+
 def _member_confluent(args: argparse.Namespace, loop: MemberLoop) -> None:
     from confluent_kafka import Consumer
 
@@ -68,15 +87,15 @@ def _member_confluent(args: argparse.Namespace, loop: MemberLoop) -> None:
         JsonlTelemetry,
         confluent_generation,
     )
+    from aiogroup.tools.chaos.member import librdkafka_group_options
 
     telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
     consumer = Consumer({
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
         "client.id": args.name,
-        "partition.assignment.strategy": args.assignor,
-        "session.timeout.ms": args.session_ms,
-        "heartbeat.interval.ms": args.heartbeat_ms,
+        **librdkafka_group_options(args.group_protocol, assignors=args.assignor,
+                                   session_ms=args.session_ms, heartbeat_ms=args.heartbeat_ms),
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
     })
@@ -84,7 +103,7 @@ def _member_confluent(args: argparse.Namespace, loop: MemberLoop) -> None:
         _commit_quietly(lambda: consumer.commit(asynchronous=False))  # what was consumed
         time.sleep(args.revoke_ms / 1000)  # the application's further revocation work
 
-    recorder = ConfluentRecorder(telemetry, protocol=args.assignor, group_id=args.group,
+    recorder = ConfluentRecorder(telemetry, protocol=_protocol(args), group_id=args.group,
                                  on_revoke=revoke)
     consumer.subscribe([args.topic], **recorder.callbacks())
     while not loop.stop.is_set():
@@ -199,7 +218,7 @@ def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
         # aiogroup.Consumer commits what was consumed before a partition is revoked (and on
         # close), then calls the listener.
         consumer = Consumer(
-            args.bootstrap, args.group, topics=[args.topic], assignors=[args.assignor],
+            args.bootstrap, args.group, topics=[args.topic], **_aiogroup_protocol(args),
             session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
             client_id=args.name, telemetry=telemetry, auto_offset_reset="earliest",
             listener=Work() if args.revoke_ms else None,
@@ -231,7 +250,7 @@ def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
 
     async def main() -> None:
         member = GroupMember(
-            args.bootstrap, args.group, topics=[args.topic], assignors=[args.assignor],
+            args.bootstrap, args.group, topics=[args.topic], **_aiogroup_protocol(args),
             session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
             client_id=args.name, telemetry=telemetry,
             listener=Work() if args.revoke_ms else None,
@@ -320,7 +339,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--records", action="store_true", help="consume records")
     p.add_argument("--close", action="store_true",
                    help="aiogroup: SIGTERM closes at once instead of handing off first")
+    p.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
+                   help="consumer: KIP-848 (aiogroup and librdkafka)")
     args = p.parse_args(argv)
+    if args.group_protocol == "consumer" and args.kind not in ("aiogroup", "librdkafka"):
+        p.error(f"{args.kind} speaks only the classic group protocol")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     loop = MemberLoop(stop, Status(args.status))

@@ -65,6 +65,7 @@ __all__ = [
     "DEFAULT_KINDS",
     "KINDS",
     "PEER_KINDS",
+    "librdkafka_group_options",
     "main",
 ]
 
@@ -240,18 +241,21 @@ def _committed(
         telemetry.offsets_committed(offsets, generation, started=started)
 
 
-def librdkafka_group_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The group settings of a librdkafka member. Under KIP-848 (``group.protocol=consumer``)
+def librdkafka_group_options(
+    group_protocol: str, *, assignors: str, session_ms: int, heartbeat_ms: int
+) -> dict[str, Any]:
+    """The group settings of a librdkafka member (``assignors``: comma-separated). Under
+    KIP-848 (``group.protocol=consumer``)
     librdkafka refuses ``partition.assignment.strategy`` (the broker assigns, with its default
     assignor unless ``group.remote.assignor`` names one), ``session.timeout.ms`` and
     ``heartbeat.interval.ms`` (the group's, set broker side: ``consumer.session.timeout.ms``,
     ``consumer.heartbeat.interval.ms``); a client that sets them fails to start."""
-    if args.group_protocol == "consumer":
+    if group_protocol == "consumer":
         return {"group.protocol": "consumer"}
     return {
-        "partition.assignment.strategy": args.assignors,
-        "session.timeout.ms": args.session_ms,
-        "heartbeat.interval.ms": args.heartbeat_ms,
+        "partition.assignment.strategy": assignors,
+        "session.timeout.ms": session_ms,
+        "heartbeat.interval.ms": heartbeat_ms,
     }
 
 
@@ -265,7 +269,12 @@ def run_librdkafka(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
         "client.id": args.name,
-        **librdkafka_group_options(args),
+        **librdkafka_group_options(
+            args.group_protocol,
+            assignors=args.assignors,
+            session_ms=args.session_ms,
+            heartbeat_ms=args.heartbeat_ms,
+        ),
         "max.poll.interval.ms": max(args.rebalance_ms, args.session_ms),
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
