@@ -13,7 +13,9 @@ What it shows:
 - a graceful stop on SIGTERM/SIGINT: ``hand_off()``, so the partitions keep being processed
   until the rest of the group is ready to take them, then the member leaves (committed,
   revoked) and ``close()`` disconnects;
-- a health line with each partition's lag (high watermark minus position).
+- a health line: each partition's lag (``current_lag``: the last Fetch's high watermark minus
+  the position), the consumption rate from ``consumer.metrics`` and ``consumer.health()``
+  (``examples/health_service.py`` serves the same health as Kubernetes probes).
 
 Usage::
 
@@ -118,11 +120,15 @@ async def run(
                 await billing.process(tp, records)
             if loop.time() >= next_health:
                 next_health = loop.time() + health_every
-                lag = {
-                    str(tp): (consumer.highwater(tp) or 0) - await consumer.position(tp)
-                    for tp in sorted(consumer.assignment())
-                }
-                log.info("processed %d, lag %s", billing.processed, lag)
+                lag = {str(tp): consumer.current_lag(tp) for tp in sorted(consumer.assignment())}
+                metrics = consumer.metrics  # Java's names; the same numbers Prometheus scrapes
+                log.info(
+                    "processed %d (%.0f records/s), lag %s; %s",
+                    billing.processed,
+                    metrics["records-consumed-rate"],
+                    lag,
+                    consumer.health().describe(),
+                )
     finally:
         await consumer.close()
 

@@ -38,7 +38,12 @@ from typing import ClassVar
 
 from aiogroup.assignors._cooperative import withhold_transfers
 from aiogroup.assignors.balancer import MemberClaim, balance, gc_paused
-from aiogroup.assignors.base import GroupMetadata, PartitionAssignor, RebalanceProtocol
+from aiogroup.assignors.base import (
+    GroupMetadata,
+    PartitionAssignor,
+    PartitionRacks,
+    RebalanceProtocol,
+)
 from aiogroup.errors import CodecError
 from aiogroup.protocol import encode_cooperative_user_data, generation_from_user_data
 from aiogroup.protocol.types import NO_GENERATION, Assignment, Subscription
@@ -88,12 +93,23 @@ class CooperativeStickyAssignor(PartitionAssignor):
         partitions_per_topic: Mapping[str, int],
         subscriptions: Mapping[str, Subscription],
     ) -> dict[str, Assignment]:
+        return self.assign_partitions(partitions_per_topic, subscriptions)
+
+    def assign_partitions(
+        self,
+        partitions_per_topic: Mapping[str, int],
+        subscriptions: Mapping[str, Subscription],
+        partition_racks: PartitionRacks | None = None,
+    ) -> dict[str, Assignment]:
+        """Balanced, then rack-matched (KIP-881: members' ``rack_id`` against
+        ``partition_racks``), then sticky, then the cooperative step; see
+        :mod:`aiogroup.assignors.balancer.racks`."""
         with gc_paused():
             claims = [
-                MemberClaim(m, s.topics, s.owned_partitions, generation_of(m, s))
+                MemberClaim(m, s.topics, s.owned_partitions, generation_of(m, s), s.rack_id)
                 for m, s in subscriptions.items()
             ]
-            plan = balance(partitions_per_topic, claims, self._pending)
+            plan = balance(partitions_per_topic, claims, self._pending, partition_racks)
             self.last_moved = plan.moved()
             self._pending = {}
             if self.protocol == RebalanceProtocol.COOPERATIVE:

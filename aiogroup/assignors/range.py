@@ -10,18 +10,27 @@ Member order is Java's ``AbstractPartitionAssignor.MemberInfo`` order (KIP-345):
 sorted by member id. Strings compare as Java does, by UTF-16 code unit, which differs from
 Python's code-point order only for characters above U+FFFF.
 
-KIP-881 rack-aware range needs the racks of each partition's replicas, which
-``partitions_per_topic`` does not carry; without them Java applies the plain rule, and so do we.
+Rack-aware (KIP-881, :meth:`RangeAssignor.assign_partitions` with the racks of the partitions'
+replicas), as Java's ``RangeAssignor`` since Kafka 3.5: when some topic needs it
+(:func:`~aiogroup.assignors.racks.rack_aware`, judged per topic), partitions whose replicas sit
+in a member's rack are given first, within each member's range quota, and the rest by the plain
+rule; the quotas (``n // m``, the first ``n % m`` members one more as extras run out) stay what
+they were, so the balance is the plain one. Topics with the same subscribers and the same
+partition count stay co-partitioned: partition ``p`` of all of them goes to one member, the
+first in order whose rack holds a replica of every one of them. A member without a rack
+matches any partition. Without racks the plain rule applies, exactly as before.
 
 This module also holds the few helpers the ``roundrobin`` assignor shares with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
-from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
+from aiogroup.assignors.base import PartitionAssignor, PartitionRacks, RebalanceProtocol
+from aiogroup.assignors.racks import member_racks, rack_aware, racks_of
 from aiogroup.errors import AssignorInputError
 from aiogroup.protocol.types import Assignment, Subscription
 
@@ -147,6 +156,18 @@ class RangeAssignor(PartitionAssignor):
         *,
         group_instance_ids: Mapping[str, str | None] | None = None,
     ) -> dict[str, Assignment]:
+        return self.assign_partitions(
+            partitions_per_topic, subscriptions, group_instance_ids=group_instance_ids
+        )
+
+    def assign_partitions(
+        self,
+        partitions_per_topic: Mapping[str, int],
+        subscriptions: Mapping[str, Subscription],
+        partition_racks: PartitionRacks | None = None,
+        *,
+        group_instance_ids: Mapping[str, str | None] | None = None,
+    ) -> dict[str, Assignment]:
         counts = checked_partition_counts(partitions_per_topic)
         # Walking members once in global order fills every topic's member list already sorted.
         members_per_topic: dict[str, list[str]] = {}
@@ -154,6 +175,13 @@ class RangeAssignor(PartitionAssignor):
             for topic in unique_topics(member_id, subscriptions[member_id].topics):
                 if topic in counts:  # absent or empty topics are simply not assigned
                     members_per_topic.setdefault(topic, []).append(member_id)
+
+        if partition_racks is not None:
+            racks = member_racks(subscriptions)
+            if racks:
+                matched = _ranges_with_racks(counts, members_per_topic, racks, partition_racks)
+                if matched is not None:
+                    return build_assignments(subscriptions, matched)
 
         plan: dict[str, dict[str, tuple[int, ...]]] = {}
         for topic, members in members_per_topic.items():
@@ -166,3 +194,190 @@ class RangeAssignor(PartitionAssignor):
                 plan.setdefault(member_id, {})[topic] = tuple(range(start, start + length))
                 start += length
         return build_assignments(subscriptions, plan)
+
+
+class _TopicRanges:
+    """One topic of a rack-aware range assignment (Java's ``TopicAssignmentState``): its
+    members in order, their racks, what each was given and the quotas still open."""
+
+    __slots__ = (
+        "by_rack",
+        "count",
+        "extra",
+        "given",
+        "members",
+        "n",
+        "next_free",
+        "owner",
+        "quota",
+        "rack_aware",
+        "rack_next",
+        "rack_of",
+        "racks",
+    )
+
+    def __init__(
+        self,
+        n: int,
+        members: list[str],
+        member_rack: Mapping[str, str],
+        partition_racks: PartitionRacks,
+        topic: str,
+    ) -> None:
+        self.n = n
+        self.members = members
+        self.rack_of: list[str | None] = [member_rack.get(m) for m in members]
+        self.quota, self.extra = divmod(n, len(members))
+        self.count = [0] * len(members)
+        self.given: list[list[int]] = [[] for _ in members]
+        self.owner = [-1] * n
+        self.next_free = 0
+        consumer_racks = {r for r in self.rack_of if r is not None}
+        # Java reads the partitions' racks only when some member of the topic has a rack.
+        self.racks: Sequence[frozenset[str]] = (
+            racks_of(partition_racks, topic, n) if consumer_racks else ()
+        )
+        self.rack_aware = rack_aware(consumer_racks, self.racks)
+        self.by_rack: dict[str, list[int]] | None = None
+        self.rack_next: dict[str, int] = {}
+
+    def open(self, i: int) -> int:
+        """How many more member ``i`` may take (Java's ``maxAssignable``)."""
+        return max(0, self.quota + (1 if self.extra > 0 else 0) - self.count[i])
+
+    def give(self, i: int, partitions: list[int]) -> None:
+        """Java's ``onAssigned``: the member's count, the extras left, the partitions taken."""
+        self.count[i] += len(partitions)
+        if self.count[i] > self.quota:
+            self.extra -= 1
+        self.given[i].extend(partitions)
+        owner = self.owner
+        for p in partitions:
+            owner[p] = i
+
+    def _free_from(self, ids: list[int] | range, start: int, limit: int) -> tuple[list[int], int]:
+        """Up to ``limit`` unassigned partitions of ``ids`` from ``start`` on, and where the
+        next search starts (every id before it is assigned)."""
+        taken: list[int] = []
+        owner = self.owner
+        pos = start
+        end = len(ids)
+        while pos < end and len(taken) < limit:
+            p = ids[pos]
+            if owner[p] < 0:
+                taken.append(p)
+            pos += 1
+        return taken, pos
+
+    def assign_ranges(self, match: bool) -> None:
+        """Java's ``assignRanges``: each member in order takes the first unassigned partitions
+        it may take (``match``: only those with a replica on its rack; a member without a rack
+        matches any), up to what it may still take."""
+        if match and self.by_rack is None:
+            by_rack: dict[str, list[int]] = {}
+            for p, replica_racks in enumerate(self.racks):
+                for name in replica_racks:
+                    by_rack.setdefault(name, []).append(p)
+            self.by_rack = by_rack
+        unassigned = self.n - sum(self.count)
+        for i, rack in enumerate(self.rack_of):
+            if unassigned == 0:
+                break
+            limit = self.open(i)
+            if limit == 0:
+                continue
+            if match and rack is not None:
+                assert self.by_rack is not None
+                ids = self.by_rack.get(rack, [])
+                taken, self.rack_next[rack] = self._free_from(
+                    ids, self.rack_next.get(rack, 0), limit
+                )
+            else:
+                taken, self.next_free = self._free_from(range(self.n), self.next_free, limit)
+            if taken:
+                self.give(i, taken)
+                unassigned -= len(taken)
+
+
+def _co_partitioned(states: list[_TopicRanges]) -> None:
+    """Java's ``assignCoPartitionedWithRackMatching``: partition ``p`` of every topic to the
+    first member in order whose rack holds a replica of each (or who has no rack) and who may
+    still take one. The topics share members and partition count, and nothing of them was
+    given before, so their quotas move in step: the first topic's stand for all."""
+    first = states[0]
+    members = len(first.members)
+    # Members still in the running, per rack (None: no rack), in member order: the head of
+    # each is the first that may still take a partition.
+    lists: dict[str | None, deque[int]] = {}
+    for i, rack in enumerate(first.rack_of):
+        lists.setdefault(rack, deque()).append(i)
+    anywhere = lists.get(None)
+    extras_left = first.extra > 0
+    for p in range(first.n):
+        if not lists:
+            break
+        common = frozenset.intersection(*(s.racks[p] for s in states))
+        best = anywhere[0] if anywhere else members
+        for rack in common:
+            queue = lists.get(rack)
+            if queue and queue[0] < best:
+                best = queue[0]
+        if best == members:
+            continue
+        for s in states:
+            s.give(best, [p])
+        rack = first.rack_of[best]
+        if first.open(best) == 0:
+            queue = lists[rack]
+            queue.popleft()
+            if not queue:
+                del lists[rack]
+                if rack is None:
+                    anywhere = None
+        if extras_left and first.extra <= 0:
+            # No extras left: members at their quota can take no more, ever.
+            extras_left = False
+            for key in list(lists):
+                kept = deque(i for i in lists[key] if first.open(i) > 0)
+                if kept:
+                    lists[key] = kept
+                else:
+                    del lists[key]
+            anywhere = lists.get(None)
+
+
+def _ranges_with_racks(
+    counts: Mapping[str, int],
+    members_per_topic: Mapping[str, list[str]],
+    member_rack: Mapping[str, str],
+    partition_racks: PartitionRacks,
+) -> dict[str, dict[str, tuple[int, ...]]] | None:
+    """Java's rack-aware ``RangeAssignor.assignPartitions``, or ``None`` when no topic needs
+    rack-aware assignment (the plain rule then applies)."""
+    states = {
+        topic: _TopicRanges(counts[topic], members, member_rack, partition_racks, topic)
+        for topic, members in members_per_topic.items()
+    }
+    if not any(s.rack_aware for s in states.values()):
+        return None
+    # Same members (hence racks), then same partition count: co-partitioned. Java groups by
+    # the size of the partitions' rack map, which is empty when no member of the topic has a
+    # rack: such topics match nothing anyway.
+    groups: dict[tuple[tuple[str, ...], int], list[_TopicRanges]] = {}
+    for topic in sorted(states):
+        s = states[topic]
+        size = s.n if s.racks else 0
+        groups.setdefault((tuple(s.members), size), []).append(s)
+    for (_, size), group in groups.items():
+        if len(group) > 1:
+            if size:
+                _co_partitioned(group)
+        elif group[0].rack_aware:
+            group[0].assign_ranges(match=True)
+    plan: dict[str, dict[str, tuple[int, ...]]] = {}
+    for topic, s in states.items():
+        s.assign_ranges(match=False)
+        for member_id, given in zip(s.members, s.given, strict=True):
+            if given:
+                plan.setdefault(member_id, {})[topic] = tuple(sorted(given))
+    return plan

@@ -26,7 +26,12 @@ from collections.abc import Mapping, Set
 from typing import ClassVar
 
 from aiogroup.assignors.balancer import MemberClaim, balance, gc_paused
-from aiogroup.assignors.base import GroupMetadata, PartitionAssignor, RebalanceProtocol
+from aiogroup.assignors.base import (
+    GroupMetadata,
+    PartitionAssignor,
+    PartitionRacks,
+    RebalanceProtocol,
+)
 from aiogroup.errors import CodecError
 from aiogroup.protocol import decode_sticky_user_data, encode_sticky_user_data
 from aiogroup.protocol.types import NO_GENERATION, Assignment, PartitionsByTopic, Subscription
@@ -71,9 +76,19 @@ class StickyAssignor(PartitionAssignor):
         partitions_per_topic: Mapping[str, int],
         subscriptions: Mapping[str, Subscription],
     ) -> dict[str, Assignment]:
+        return self.assign_partitions(partitions_per_topic, subscriptions)
+
+    def assign_partitions(
+        self,
+        partitions_per_topic: Mapping[str, int],
+        subscriptions: Mapping[str, Subscription],
+        partition_racks: PartitionRacks | None = None,
+    ) -> dict[str, Assignment]:
+        """Balanced, then rack-matched (KIP-881: members' ``rack_id`` against
+        ``partition_racks``), then sticky; see :mod:`aiogroup.assignors.balancer.racks`."""
         with gc_paused():
             claims = [_claim(m, s) for m, s in subscriptions.items()]
-            plan = balance(partitions_per_topic, claims)
+            plan = balance(partitions_per_topic, claims, None, partition_racks)
             self.last_moved = plan.moved()
             return {m: Assignment(p) for m, p in plan.assignments().items()}
 
@@ -90,5 +105,7 @@ def _claim(member_id: str, subscription: Subscription) -> MemberClaim:
             member_id,
             exc,
         )
-        return MemberClaim(member_id, subscription.topics)
-    return MemberClaim(member_id, subscription.topics, data.partitions, data.generation)
+        return MemberClaim(member_id, subscription.topics, rack=subscription.rack_id)
+    return MemberClaim(
+        member_id, subscription.topics, data.partitions, data.generation, subscription.rack_id
+    )

@@ -21,6 +21,13 @@ Loggers (all under ``aiogroup``, so one ``logging.getLogger("aiogroup").setLevel
 The aiokafka records are recognised by a context variable that the member sets in the tasks it
 runs (:func:`member_context`), and that the tasks aiokafka starts from them inherit. Records your
 own aiokafka producers and consumers log carry no such mark and pass untouched.
+
+The same mark says whose record it is: :class:`MemberFields`, a filter on every logger of the
+library (:data:`LIBRARY_LOGGERS`), gives each record logged for a member its identity as
+attributes (``group_id``, ``client_id``, ``member_id``, ``generation_id`` or, under the
+consumer group protocol, ``member_epoch``, and ``group_instance_id``; see
+``docs/logging.md``), read when the record is made, so a JSON formatter or a log pipeline can
+index them.
 """
 
 from __future__ import annotations
@@ -40,15 +47,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AIOKAFKA_LOGGERS",
+    "LIBRARY_LOGGERS",
     "RATE_LIMIT_S",
     "AiokafkaFilter",
+    "LogIdentity",
+    "MemberFields",
     "RateLimitedLog",
     "install_aiokafka_filter",
+    "install_member_fields",
     "member_context",
 ]
 
 #: Minimum seconds between two lines of one kind from one member (the others go to DEBUG).
 RATE_LIMIT_S = 30.0
+
+_install_lock = threading.Lock()
 
 #: The aiokafka loggers a member's client logs through.
 AIOKAFKA_LOGGERS = ("aiokafka", "aiokafka.conn", "aiokafka.cluster")
@@ -61,20 +74,100 @@ UNREACHABLE_LINES = (
     "Unable to update metadata from",
 )
 
-#: The member a task works for (its group id), inherited by the tasks it starts.
-_MEMBER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+#: Every logger the library logs through (:class:`MemberFields` goes on each; a test holds the
+#: library's ``getLogger`` calls to this list).
+LIBRARY_LOGGERS = (
+    "aiogroup.client",
+    "aiogroup.client.aiokafka",
+    "aiogroup.client.security",
+    "aiogroup.client.transport",
+    "aiogroup.consumer",
+    "aiogroup.membership",
+    "aiogroup.assignors",
+    "aiogroup.observability.metrics",
+    "aiogroup.observability.telemetry",
+)
+
+
+class LogIdentity:
+    """Who a member's log records are about. ``member`` (anything with ``member_id`` and
+    ``generation_id``: the membership machine) is read when a record is made, so each record
+    carries the member id and generation of that moment."""
+
+    __slots__ = ("client_id", "epoch", "group_id", "group_instance_id", "member")
+
+    def __init__(
+        self,
+        group_id: str,
+        *,
+        client_id: str | None = None,
+        group_instance_id: str | None = None,
+        member: Any = None,
+        epoch: bool = False,
+    ) -> None:
+        self.group_id = group_id
+        self.client_id = client_id
+        self.group_instance_id = group_instance_id
+        self.member = member
+        #: Under the consumer group protocol (KIP-848) the generation is a member epoch.
+        self.epoch = epoch
+
+    def fields(self) -> dict[str, Any]:
+        """The record attributes: ``group_id``, ``client_id``, ``member_id`` ("" before the
+        first join), ``generation_id`` (-1 outside a generation) or ``member_epoch``, and
+        ``group_instance_id`` (None for a dynamic member)."""
+        out: dict[str, Any] = {"group_id": self.group_id, "client_id": self.client_id}
+        member = self.member
+        if member is not None:
+            out["member_id"] = member.member_id
+            out["member_epoch" if self.epoch else "generation_id"] = member.generation_id
+        out["group_instance_id"] = self.group_instance_id
+        return out
+
+
+#: The member a task works for, inherited by the tasks it starts.
+_MEMBER: contextvars.ContextVar[LogIdentity | None] = contextvars.ContextVar(
     "aiogroup_member", default=None
 )
 
 
-def member_context(group_id: str) -> contextvars.Context:
-    """A context marking the code run in it (and the tasks it starts) as ``group_id``'s member.
+def member_context(member: LogIdentity | str) -> contextvars.Context:
+    """A context marking the code run in it (and the tasks it starts) as ``member``'s (a
+    :class:`LogIdentity`, or a group id).
 
     Run a member's tasks in copies of it (``asyncio.create_task(coro, context=ctx.copy())``).
     """
+    identity = LogIdentity(member) if isinstance(member, str) else member
     context = contextvars.copy_context()
-    context.run(_MEMBER.set, group_id)
+    context.run(_MEMBER.set, identity)
     return context
+
+
+class MemberFields(logging.Filter):
+    """Adds the identity of the member a record was logged for (:meth:`LogIdentity.fields`)
+    as record attributes, leaving any the call gave in ``extra``. Records logged outside a
+    member's tasks pass untouched."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        identity = _MEMBER.get()
+        if identity is not None:
+            attributes = record.__dict__
+            for name, value in identity.fields().items():
+                attributes.setdefault(name, value)
+        return True
+
+
+_fields = MemberFields()
+
+
+def install_member_fields() -> MemberFields:
+    """Put :class:`MemberFields` on every logger of :data:`LIBRARY_LOGGERS` (idempotent)."""
+    with _install_lock:
+        for name in LIBRARY_LOGGERS:
+            logger = logging.getLogger(name)
+            if _fields not in logger.filters:
+                logger.addFilter(_fields)
+    return _fields
 
 
 class RateLimitedLog:
@@ -142,9 +235,10 @@ class AiokafkaFilter(logging.Filter):
         self.limited = RateLimitedLog(logging.getLogger("aiogroup.client.aiokafka"), interval)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        group_id = _MEMBER.get()
-        if group_id is None or record.levelno < logging.WARNING:
+        identity = _MEMBER.get()
+        if identity is None or record.levelno < logging.WARNING:
             return True
+        group_id = identity.group_id
         if isinstance(record.msg, str) and record.msg.startswith(UNREACHABLE_LINES):
             # One per attempt while a broker is down: the member's Reachability says it once.
             self.limited.logger.debug(
@@ -165,7 +259,6 @@ class AiokafkaFilter(logging.Filter):
 
 
 _installed: AiokafkaFilter | None = None
-_install_lock = threading.Lock()
 
 
 def install_aiokafka_filter() -> AiokafkaFilter:

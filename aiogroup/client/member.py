@@ -52,8 +52,8 @@ from aiogroup.client.options import (
 )
 from aiogroup.client.outcome import OffsetsSource, RebalanceOutcome
 from aiogroup.client.reporting import ActingWatch, Reporter, TelemetryListener
-from aiogroup.client.requests import Requests
-from aiogroup.client.signal import Signal
+from aiogroup.client.requests import MemberHost, Requests
+from aiogroup.client.signal import Signal, loop_time
 from aiogroup.client.transport import CommittedOffset, Transport
 from aiogroup.config import GROUP_DEFAULTS, GroupConfig, GroupProtocol
 from aiogroup.errors import (
@@ -74,7 +74,9 @@ from aiogroup.membership import consumer_events as cev
 from aiogroup.membership import events as ev
 from aiogroup.membership.interface import Machine
 from aiogroup.membership.states import MemberState
-from aiogroup.observability.metrics import KIP429Metrics, MetricsSink, TeeMetrics
+from aiogroup.observability.health import Health, Limits, MemberWatch, evaluate, member_problems
+from aiogroup.observability.metrics import MetricsSink, TeeMetrics
+from aiogroup.observability.registry import MetricsRegistry
 from aiogroup.protocol.types import TopicPartition
 
 __all__ = [
@@ -178,9 +180,12 @@ class GroupMember:
         self.config = config
         check_subscription(config, assignors, pattern)
         topic_set = None if topics is None else topic_names(topics)
-        # Java's KIP-429 metrics, always kept (``member.metrics``); a user sink gets them too.
-        self._kip429 = KIP429Metrics(started_at=time.monotonic())
-        sink: MetricsSink = self._kip429 if metrics is None else TeeMetrics(self._kip429, metrics)
+        # Java's metrics, always kept (``member.metrics``, and its consumer's); a user sink gets
+        # the machine's KIP-429 observations too.
+        self._registry = MetricsRegistry(started_at=time.monotonic())
+        sink: MetricsSink = (
+            self._registry if metrics is None else TeeMetrics(self._registry, metrics)
+        )
         self.group_id = group_id
         self.client_id = config.client_id
         self.group_instance_id = config.group_instance_id
@@ -238,19 +243,30 @@ class GroupMember:
         self._requests = Requests(
             self._transport,
             group_id,
-            _RequestHost(self),
+            MemberHost(self),
             retry_backoff_ms=config.retry_backoff_ms,
             metadata_max_age_ms=config.metadata_max_age_ms,
             report=self._report,
             offsets_source=offsets_source,
             machine=self._machine,
+            metrics=self._registry,
         )
         self._revoked_acc: set[TopicPartition] = set()
         self._lost_acc: set[TopicPartition] = set()
         self._error_acc: BaseException | None = None
         self._rebalance_started: float | None = None
         self._protocol_name: str | None = self._machine.protocol_name
-        self._context = logs.member_context(group_id)  # marks our tasks' aiokafka log lines
+        #: Who our log records are about; marks our tasks (their records carry it, aiokafka's
+        #: lines for them are tamed).
+        self.log_identity = logs.LogIdentity(
+            group_id,
+            client_id=config.client_id,
+            group_instance_id=config.group_instance_id,
+            member=self._machine,
+            epoch=config.group_protocol == "consumer",
+        )
+        self._context = logs.member_context(self.log_identity)
+        self._health = MemberWatch()
         self._limited = logs.RateLimitedLog(log)
 
     # ------------------------------------------------------------------ public queries
@@ -312,11 +328,7 @@ class GroupMember:
         (:meth:`aiogroup.membership.MembershipMachine.may_act_on`); the awaitable from
         :meth:`changed` completes when this set changes. See ``docs/safety.md``.
         """
-        try:
-            now = asyncio.get_running_loop().time()
-        except RuntimeError:
-            now = time.monotonic()  # the loop's default clock
-        return self._machine.may_act_on(now)
+        return self._machine.may_act_on(loop_time())
 
     @property
     def session_deadline(self) -> float | None:
@@ -326,12 +338,35 @@ class GroupMember:
 
     @property
     def metrics(self) -> dict[str, float]:
-        """Java's KIP-429 consumer-coordinator metrics now (see
-        :mod:`aiogroup.observability.metrics`), plus
-        ``assigned-partitions``: latencies in ms, ``nan`` where nothing was observed yet."""
-        snapshot = self._kip429.snapshot(time.monotonic())
+        """Java's consumer-coordinator metrics now: KIP-429's, the commit metrics and
+        ``assigned-partitions`` (:mod:`aiogroup.observability.registry`); latencies in ms,
+        ``nan`` where nothing was observed yet."""
+        snapshot = self._registry.coordinator_metrics(loop_time())
         snapshot["assigned-partitions"] = float(len(self._machine.assignment))
         return snapshot
+
+    @property
+    def metrics_registry(self) -> MetricsRegistry:
+        """The registry behind :attr:`metrics` (a Consumer records its own metrics in it)."""
+        return self._registry
+
+    def health(self) -> Health:
+        """OK, or why not: rebalancing longer than the rebalance timeout, no coordinator or a
+        broker unreachable longer than the session timeout, stopped
+        (:mod:`aiogroup.observability.health`)."""
+        now = loop_time()
+        config = self.config
+        limits = Limits(config.rebalance_timeout / 1000, config.session_timeout_ms / 1000)
+        running = self._owner is not None and not self._owner.done()
+        problems = member_problems(
+            self._health,
+            limits,
+            now,
+            outages=self._transport.reachability.outages(),
+            fatal=self._fatal,
+            closed=not running,
+        )
+        return evaluate(problems, now, time.time())
 
     @property
     def outcomes(self) -> list[RebalanceOutcome]:
@@ -346,6 +381,7 @@ class GroupMember:
             return self
         self._started = True
         logs.install_aiokafka_filter()
+        logs.install_member_fields()
         try:
             await self._in_context(self._transport.start())
         except BaseException:
@@ -625,7 +661,15 @@ class GroupMember:
         watch = ActingWatch(self._machine, self._report, loop.time())
         try:
             while machine.state is not MemberState.CLOSED:
-                if watch.check(loop.time()):
+                now = loop.time()
+                self._health.observe(
+                    machine.state,
+                    subscribed=machine.has_subscription,
+                    coordinator_known=machine.coordinator_id is not None,
+                    generation_id=machine.generation_id,
+                    now=now,
+                )
+                if watch.check(now):
                     self._notify()  # a session lapsed, or an answer ended the lapse
                 deadline = machine.next_deadline()
                 timeout = None if deadline is None else max(0.0, deadline - loop.time())
@@ -942,27 +986,6 @@ class GroupMember:
         self._fail_commits(MemberClosedError("the member closed"))
         await self._transport.close()
         self._notify()
-
-class _RequestHost:
-    """What the request sender needs of the member
-    (:class:`~aiogroup.client.requests.RequestHost`)."""
-
-    def __init__(self, member: GroupMember) -> None:
-        self._member = member
-
-    @property
-    def closed(self) -> bool:
-        return self._member._closed
-
-    def post(self, event: ev.Event) -> None:
-        self._member._post(event)
-
-    def trouble(self, msg: str, exc: BaseException, *, key: str) -> None:
-        self._member._trouble(msg, exc, key=key)
-
-    def auth_failed(self, exc: BaseException) -> None:
-        self._member._auth_failed(exc)
-
 
 def _own_options() -> frozenset[str]:
     return parameter_names(GroupMember.__init__)

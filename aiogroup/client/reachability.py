@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from aiogroup.observability.health import Outage
+
 __all__ = ["REMINDER_S", "Reachability"]
 
 #: Seconds between two reminders that a broker is still unreachable.
@@ -29,6 +31,8 @@ log = logging.getLogger("aiogroup.client")
 class _Outage:
     since: float
     last_line: float
+    address: str
+    reason: str
     attempts: int = 1
 
 
@@ -57,12 +61,19 @@ class Reachability:
         outage = self._down.get(node_id)
         return None if outage is None else outage.since
 
+    def outages(self) -> list[Outage]:
+        """Every broker unreachable now: since when, how many attempts, the latest reason
+        (what health reports as ``disconnected``)."""
+        return [
+            Outage(node, o.address, o.since, o.attempts, o.reason) for node, o in self._down.items()
+        ]
+
     def failed(self, node_id: object, address: str, reason: str, now: float) -> None:
         """A request to ``node_id`` could not reach it (refused, lost, no answer)."""
         outage = self._down.get(node_id)
         extra = {"node_id": node_id, "address": address}
         if outage is None:
-            self._down[node_id] = _Outage(since=now, last_line=now)
+            self._down[node_id] = _Outage(since=now, last_line=now, address=address, reason=reason)
             log.warning(
                 "%s: broker %s (node %s) is unreachable (%s); retrying, with a reminder every "
                 "%.0f s while it stays so",
@@ -71,6 +82,7 @@ class Reachability:
             )  # fmt: skip
             return
         outage.attempts += 1
+        outage.reason = reason
         if now - outage.last_line >= self.reminder_s:
             outage.last_line = now
             down = now - outage.since

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aiogroup.client.outcome import OffsetsSource
 from aiogroup.client.reporting import Reporter
@@ -35,9 +35,13 @@ from aiogroup.membership import actions as act
 from aiogroup.membership import consumer_events as cev
 from aiogroup.membership import events as ev
 from aiogroup.membership.interface import Machine
+from aiogroup.observability.registry import MetricsRegistry
 from aiogroup.protocol.types import TopicPartition
 
-__all__ = ["RequestHost", "Requests"]
+if TYPE_CHECKING:
+    from aiogroup.client.member import GroupMember
+
+__all__ = ["MemberHost", "RequestHost", "Requests"]
 
 log = logging.getLogger("aiogroup.client")
 
@@ -63,6 +67,27 @@ class RequestHost(Protocol):
 
 
 
+class MemberHost:
+    """What the request sender needs of the member
+    (:class:`~aiogroup.client.requests.RequestHost`)."""
+
+    def __init__(self, member: GroupMember) -> None:
+        self._member = member
+
+    @property
+    def closed(self) -> bool:
+        return self._member._closed
+
+    def post(self, event: ev.Event) -> None:
+        self._member._post(event)
+
+    def trouble(self, msg: str, exc: BaseException, *, key: str) -> None:
+        self._member._trouble(msg, exc, key=key)
+
+    def auth_failed(self, exc: BaseException) -> None:
+        self._member._auth_failed(exc)
+
+
 class Requests:
     """Sends the machine's requests over ``transport``; answers go to ``host.post``."""
 
@@ -77,6 +102,7 @@ class Requests:
         report: Reporter,
         offsets_source: OffsetsSource | None,
         machine: Machine,
+        metrics: MetricsRegistry | None = None,
     ) -> None:
         self.transport = transport
         self.group_id = group_id
@@ -86,6 +112,8 @@ class Requests:
         self.report = report
         self.offsets_source = offsets_source
         self.machine = machine
+        #: Where each OffsetCommit answer's latency goes (``commit-latency-*``, ``commit-rate``).
+        self.metrics = metrics
         self.retry_backoff_ms = retry_backoff_ms
         self.metadata_max_age_ms = metadata_max_age_ms
         #: The last metadata the machine asked for, refreshed every ``metadata_max_age_ms``.
@@ -248,6 +276,8 @@ class Requests:
         """OffsetCommit of ``offsets`` (the action's, or the consumed positions the driver
         found for an auto-commit)."""
         started = time.time()
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
         try:
             result = await self.transport.offset_commit(
                 offsets,
@@ -270,6 +300,9 @@ class Requests:
             self.host.post(ev.CommitFailed(action.token, -1))
             self.host.post(ev.CoordinatorLost())
             return
+        if self.metrics is not None:  # every answer counts, as Java's commit sensor
+            now = loop.time()
+            self.metrics.record_commit(now - sent, now)
         if result.error_code:
             self.report(
             "commit_failed",

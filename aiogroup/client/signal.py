@@ -9,8 +9,18 @@ where one waiter's cancellation must not cancel the others).
 from __future__ import annotations
 
 import asyncio
+import time
 
-__all__ = ["Signal"]
+__all__ = ["Signal", "loop_time"]
+
+
+def loop_time() -> float:
+    """The running loop's clock, or outside a loop the default loop's (``time.monotonic``):
+    the clock every deadline and "since" of a member and its consumer is taken in."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
 
 
 class Signal:

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
@@ -33,7 +33,7 @@ from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
 from aiogroup.client.logs import member_context
 from aiogroup.client.member import GroupMember, MemberClosedError, check_subscription
 from aiogroup.client.options import aiokafka_client_options, check_options, parameter_names
-from aiogroup.client.signal import Signal
+from aiogroup.client.signal import Signal, loop_time
 from aiogroup.config import DEFAULTS, ConsumerConfig, GroupProtocol, IsolationLevel, ResetPolicy
 from aiogroup.consumer.errors import (
     ConsumerStoppedError,
@@ -41,6 +41,8 @@ from aiogroup.consumer.errors import (
     PollIntervalExceededError,
 )
 from aiogroup.consumer.fetcher import Fetcher
+from aiogroup.consumer.hooks import Hooks
+from aiogroup.consumer.meters import ConsumerMeters
 from aiogroup.consumer.records import ConsumerRecord, Deserializer
 from aiogroup.consumer.state import ConsumerState, FetchConfig
 from aiogroup.consumer.wire import DataPlane, ListedOffset
@@ -52,6 +54,7 @@ from aiogroup.errors import (
     RebalanceInProgressError,
 )
 from aiogroup.membership.states import MemberState
+from aiogroup.observability.health import Health, Limits, evaluate
 from aiogroup.observability.metrics import MetricsSink
 from aiogroup.protocol.types import TopicPartition
 
@@ -83,61 +86,6 @@ class OffsetAndTimestamp(tuple[int, int]):
 
     def __repr__(self) -> str:
         return f"OffsetAndTimestamp(offset={self[0]}, timestamp={self[1]})"
-
-
-class _Hooks:
-    """The listener the member calls: the consumer's bookkeeping around the user's callbacks."""
-
-    def __init__(self, consumer: Consumer, listener: Any) -> None:
-        self._consumer = consumer
-        self.listener = listener
-
-    async def _user(self, name: str, partitions: Partitions) -> None:
-        listener = self.listener
-        if listener is None:
-            return
-        method = getattr(listener, name, None)
-        if method is None and name == "on_partitions_lost":
-            method = getattr(listener, "on_partitions_revoked", None)
-        if method is None:
-            return
-        result = method(partitions)
-        if inspect.isawaitable(result):
-            await result
-
-    async def on_partitions_revoked(self, partitions: Partitions) -> None:
-        consumer = self._consumer
-        consumer._state.stop(partitions)  # KAFKA-14196: nothing more of them, from now
-        # Still owned until the callback returns (KIP-429): position, commit, committed and
-        # seek work for them inside it, during close() and hand_off() too.
-        consumer._revoking = partitions
-        try:
-            if consumer._auto_commit:
-                # Java revokes inside poll(), once the records of the previous poll are
-                # processed; here the application may still be working on its last records
-                # of these partitions: wait until it asks for more (bounded), then commit.
-                await consumer._wait_released(partitions)
-                await consumer._commit_quietly(partitions, "before revoking")
-            await self._user("on_partitions_revoked", partitions)
-        finally:
-            consumer._revoking = frozenset()
-            consumer._state.remove(partitions)
-
-    async def on_partitions_lost(self, partitions: Partitions) -> None:
-        consumer = self._consumer
-        consumer._state.stop(partitions)  # never committed: another member may own them
-        try:
-            await self._user("on_partitions_lost", partitions)
-        finally:
-            consumer._state.remove(partitions)
-
-    async def on_partitions_assigned(self, partitions: Partitions) -> None:
-        consumer = self._consumer
-        consumer._state.add(partitions)  # before the callback, so it can seek
-        try:
-            await self._user("on_partitions_assigned", partitions)
-        finally:
-            consumer._fetcher.wake()
 
 
 class Consumer:
@@ -245,7 +193,7 @@ class Consumer:
         self._value_deserializer = value_deserializer
         self._request_timeout = config.request_timeout_ms / 1000
         self._close_timeout = config.close_timeout_s
-        self._hooks = _Hooks(self, listener)
+        self._hooks = Hooks(self, listener)
         self._topics: frozenset[str] | None = frozenset(topics) if topics is not None else None
         self._pattern: str | None = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
         self._member = GroupMember(
@@ -260,16 +208,21 @@ class Consumer:
             offsets_source=self,
             **client_options,
         )
+        registry = self._member.metrics_registry  # one registry: the member's and ours
+        self._meters = ConsumerMeters(self._state, registry)
+        self._polls = self._meters.polls
         self._fetcher = Fetcher(
             self._state,
             DataPlane(self._member.transport, client_rack=client_rack),
             self._lookup_committed,
             retry_backoff_ms=config.retry_backoff_ms,
             metadata_max_age_ms=config.metadata_max_age_ms,
+            metrics=registry,
         )
         self._started = False
         self._closed = False
-        self._context = member_context(group_id)  # marks the consumer's tasks as the member's
+        # Marks the consumer's tasks as the member's (their log records carry its identity).
+        self._context = member_context(self._member.log_identity)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._control: asyncio.Task[None] | None = None
         self._errors: list[AiogroupError] = []
@@ -467,15 +420,16 @@ class Consumer:
         self._raise_errors()
         loop = asyncio.get_running_loop()
         self._polling += 1
-        self._last_poll = loop.time()
+        self._last_poll = now = loop.time()
+        self._polls.begin(now)
         self._reader = asyncio.current_task()
         try:
             if self._unyielded >= _YIELD_EVERY:
                 # The last calls found records buffered, so nothing in them awaited: let the
                 # fetcher, the heartbeats and the sockets run (asyncio is cooperative), or a
                 # busy application starves its own prefetching. Before reading, so a
-                # cancellation here loses nothing.
-                self._unyielded = 0
+                # cancellation here loses nothing. The metrics of those records go now too.
+                self._meter(now)
                 await asyncio.sleep(0)
             if self._left_for_poll is not None:
                 await self._rejoin()
@@ -509,11 +463,74 @@ class Consumer:
                 remaining = None if deadline is None else deadline - loop.time()
                 if remaining is not None and remaining <= 0:
                     return {}
+                if self._unyielded:
+                    self._meter(loop.time())  # about to wait: a good moment for the metrics
                 await self._wait_for_data(remaining)
                 self._ensure_open()
         finally:
             self._polling -= 1
-            self._last_poll = loop.time()
+            self._last_poll = now = loop.time()
+            self._polls.end(now)
+
+    def _meter(self, now: float) -> None:
+        """Hand the records counted since the last time (and the rest) to the metrics."""
+        self._meters.flush(self._unyielded, now)
+        self._unyielded = 0
+
+    # ------------------------------------------------------------------ metrics, health
+
+    @property
+    def client_id(self) -> str:
+        return self.config.client_id
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Java's consumer metrics now, by name: the member's ``consumer-coordinator-metrics``
+        (:attr:`GroupMember.metrics`), ``consumer-fetch-manager-metrics`` and
+        ``consumer-metrics`` (:mod:`aiogroup.observability.registry`; docs/operating.md)."""
+        now = loop_time()
+        self._meter(now)
+        registry = self._meters.registry
+        out = self._member.metrics
+        out.update(registry.fetch_manager_metrics(now))
+        out.update(registry.consumer_metrics(now))
+        return out
+
+    @property
+    def partition_metrics(self) -> dict[TopicPartition, dict[str, float]]:
+        """Per partition read so far: ``records-lag``, ``records-lag-avg``, ``-max``,
+        ``records-lead``, ``records-lead-avg``, ``-min``."""
+        now = loop_time()
+        self._meter(now)
+        return self._meters.registry.partition_metrics(now)
+
+    def current_lag(self, partition: TopicPartition) -> int | None:
+        """Records between the position and the end of ``partition`` as the last Fetch answer
+        gave it (the high watermark; the last stable offset under read_committed), as Java's
+        ``currentLag``; None while either is unknown. Asks no broker."""
+        self._checked(partition)
+        return self._meters.current_lag(partition)
+
+    def health(self) -> Health:
+        """OK, or why not (:mod:`aiogroup.observability.health`): the member's causes
+        (:meth:`GroupMember.health`), a stalled partition, an application that stopped asking
+        for records; each with since when, for how long, and why in words."""
+        member = self._member.health()
+        if not self._started or self._closed or self._member.handing_off:
+            return member
+        now = loop_time()
+        self._meter(now)
+        config = self.config
+        limits = Limits(
+            config.rebalance_timeout / 1000,
+            config.session_timeout_ms / 1000,
+            self._max_poll_interval,
+        )
+        subscribed = self._topics is not None or self._pattern is not None
+        own = self._meters.problems(
+            limits, now, last_poll=self._last_poll, polling=self._polling > 0 or not subscribed
+        )
+        return Health(member.problems + evaluate(own, now, time.time()).problems, member.checked_at)
 
     async def _wait_for_data(self, timeout: float | None) -> None:
         data = self._fetcher.data_waiter()

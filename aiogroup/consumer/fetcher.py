@@ -19,6 +19,7 @@ from typing import Any
 from aiogroup.client.signal import Signal
 from aiogroup.consumer.state import ConsumerState, FetchPlan
 from aiogroup.consumer.wire import DataPlane
+from aiogroup.observability.registry import MetricsRegistry
 from aiogroup.protocol.types import TopicPartition
 
 __all__ = ["Fetcher"]
@@ -41,8 +42,11 @@ class Fetcher:
         *,
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300_000,
+        metrics: MetricsRegistry | None = None,
     ) -> None:
         self._state = state
+        #: Where each Fetch answer's latency and size go (``fetch-latency-*``, ...).
+        self._metrics = metrics
         self._plane = plane
         self._committed = committed
         self._backoff = max(retry_backoff_ms, 1) / 1000
@@ -155,17 +159,22 @@ class Fetcher:
 
     async def _fetch(self, plan: FetchPlan) -> None:
         loop = asyncio.get_running_loop()
+        sent = loop.time()
         try:
             response = await self._plane.fetch(plan)
         except asyncio.CancelledError:
-            self._state.on_fetch_failed(plan, loop.time())
+            self._state.on_fetch_failed(plan, loop.time(), "cancelled")
             raise
         except Exception as exc:
             self.last_error = exc
             log.info("Fetch to node %s failed: %r", plan.node_id, exc)
-            self._state.on_fetch_failed(plan, loop.time())
+            self._state.on_fetch_failed(plan, loop.time(), str(exc) or type(exc).__name__)
         else:
-            if self._state.on_fetch_response(plan, response, loop.time()):
+            now = loop.time()
+            if self._metrics is not None:
+                size = sum(len(p.records) for p in response.partitions if p.records)
+                self._metrics.record_fetch(now - sent, size, now)
+            if self._state.on_fetch_response(plan, response, now):
                 self._notify_data()
             elif self._state.has_records():
                 self._notify_data()  # an error to raise (out of range with policy "none", ...)
@@ -196,12 +205,12 @@ class Fetcher:
         try:
             offsets = await self._committed(partitions)
         except asyncio.CancelledError:
-            self._state.lookup_failed(partitions, loop.time())
+            self._state.lookup_failed(partitions, loop.time(), "cancelled")
             raise
         except Exception as exc:
             self.last_error = exc
             log.info("committed offsets lookup failed, retrying: %r", exc)
-            self._state.lookup_failed(partitions, loop.time())
+            self._state.lookup_failed(partitions, loop.time(), str(exc) or type(exc).__name__)
         else:
             self._state.on_committed({tp: offsets.get(tp) for tp in partitions})
             self._notify_data()  # positions are known now (or an error is there to raise)

@@ -50,7 +50,9 @@ from aiogroup.consumer.records import (
     PartitionRecords,
     next_fetch_offset,
 )
-from aiogroup.errors import AiogroupError, ConfigurationError, LocalProtocolError, error_for_code
+from aiogroup.errors import AiogroupError, ConfigurationError, LocalProtocolError
+from aiogroup.observability.health import Stall
+from aiogroup.observability.lag import end_offset
 from aiogroup.protocol.types import TopicPartition
 
 __all__ = [
@@ -170,6 +172,10 @@ class PartitionState:
     log_start_offset: int | None = None
     #: When a Fetch answer for this partition last arrived (``now`` of the driver).
     last_fetch: float | None = None
+    #: Since when it has wanted records without getting any (None: it wants none now, or
+    #: just got some); with the last reason it got none (health: a stalled partition).
+    waiting_since: float | None = None
+    stall_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +233,8 @@ class ConsumerState:
         #: A buffered response was read to its end since the driver last looked: something
         #: may be fetchable again (the driver clears it).
         self.freed = False
+        #: Partitions whose records were handed out since :meth:`take_moved` (metrics).
+        self.moved: set[TopicPartition] = set()
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -309,6 +317,64 @@ class ConsumerState:
             if st.buffer or st.error is not None:
                 return True
         return False
+
+    def _wants_records(self, st: PartitionState) -> bool:
+        """``st`` would be fetched if nothing were wrong (not paused, stopped, holding an error
+        for the application, nor with its share of the buffer full)."""
+        return (
+            not st.paused
+            and not st.stopped
+            and st.error is None
+            and len(st.buffer) < self.config.max_buffered_responses
+            and self.buffered_bytes < self.config.fetch_max_bytes
+        )
+
+    def _waiting(self, st: PartitionState, now: float) -> None:
+        """Start (or stop) ``st``'s clock of waiting for records."""
+        if not self._wants_records(st):
+            st.waiting_since = None
+        elif st.waiting_since is None:
+            st.waiting_since = now
+
+    def _progress(self, st: PartitionState, now: float) -> None:
+        """``st`` got records, or learned it has none to get: its wait starts over."""
+        st.waiting_since = now if self._wants_records(st) else None
+        st.stall_reason = ""
+
+    def stalls(self, now: float) -> list[Stall]:
+        """Every partition that wants records, since when it has waited and why it got none
+        (health keeps those that waited too long)."""
+        out = []
+        for st in self._partitions.values():
+            self._waiting(st, now)
+            if st.waiting_since is None:
+                continue
+            reason = st.stall_reason
+            if not reason:
+                if st.reset is not None:
+                    reason = "its position is not known yet (committed offset or offset reset)"
+                elif st.fetching is not None:
+                    reason = f"a Fetch to node {st.fetching} has not been answered"
+                elif st.tp not in self._leaders:
+                    reason = "its leader is not known (waiting for metadata)"
+                else:
+                    reason = "waiting for its next Fetch"
+            out.append(Stall(st.tp, st.waiting_since, reason))
+        return out
+
+    def take_moved(self, now: float) -> list[PartitionState]:
+        """The partitions whose records were handed out since the last call (their waits start
+        over: records are progress), for the driver's lag metrics."""
+        if not self.moved:
+            return []
+        out = []
+        for tp in self.moved:
+            st = self._partitions.get(tp)
+            if st is not None:
+                self._progress(st, now)
+                out.append(st)
+        self.moved.clear()
+        return out
 
     # -- assignment -------------------------------------------------------------------------
 
@@ -439,12 +505,15 @@ class ConsumerState:
             else:
                 self._apply_policy(st, None)
 
-    def lookup_failed(self, partitions: Iterable[TopicPartition], now: float) -> None:
+    def lookup_failed(
+        self, partitions: Iterable[TopicPartition], now: float, reason: str = ""
+    ) -> None:
         for tp in partitions:
             st = self._partitions.get(tp)
             if st is not None and st.lookup_in_flight:
                 st.lookup_in_flight = False
                 st.retry_at = now + self.config.retry_backoff_ms / 1000
+                st.stall_reason = f"its committed offset could not be looked up: {reason}"
 
     def _apply_policy(self, st: PartitionState, out_of_range: int | None) -> None:
         policy = self.config.auto_offset_reset
@@ -505,6 +574,7 @@ class ConsumerState:
                 continue
             st.lookup_in_flight = False
             st.retry_at = now + self.config.retry_backoff_ms / 1000
+            st.stall_reason = f"ListOffsets for its position failed: {_error_words(code)}"
             if code in LEADER_ERRORS:
                 self._leaders.pop(tp, None)
                 self.metadata_needed = True
@@ -552,11 +622,13 @@ class ConsumerState:
         wanted: dict[int, dict[TopicPartition, PartitionFetch]] = {}
         versions: dict[int, dict[TopicPartition, int]] = {}
         for st in states:
+            self._waiting(st, now)
             if not self._fetchable(st, now):
                 continue
             leader = self._leaders.get(st.tp)
             if leader is None:
                 self.metadata_needed = True
+                st.stall_reason = "its leader is not known (waiting for metadata)"
                 continue
             node, epoch = leader
             if node in self._in_flight or self._node_retry.get(node, now) > now:
@@ -593,9 +665,10 @@ class ConsumerState:
             if st is not None and st.fetching == plan.node_id:
                 st.fetching = None
 
-    def on_fetch_failed(self, plan: FetchPlan, now: float) -> None:
+    def on_fetch_failed(self, plan: FetchPlan, now: float, reason: str = "") -> None:
         """The request failed in transport (connection lost, timeout, undecodable answer)."""
         self._end_flight(plan)
+        self._stall_reason(plan, f"a Fetch to node {plan.node_id} failed: {reason or 'no answer'}")
         session = self._sessions.get(plan.node_id)
         if session is not None:
             session.on_failure()
@@ -610,6 +683,9 @@ class ConsumerState:
         session.on_response(plan.session, response.error_code, response.session_id)
         if response.error_code:
             log.info("Fetch to node %s failed with error %s", plan.node_id, response.error_code)
+            self._stall_reason(
+                plan, f"Fetch to node {plan.node_id}: {_error_words(response.error_code)}"
+            )
             if response.error_code not in (70, 71):  # session errors: just resend in full
                 self._node_retry[plan.node_id] = now + self.config.retry_backoff_ms / 1000
                 self.metadata_needed = True
@@ -617,17 +693,12 @@ class ConsumerState:
         cfg = self.config
         backoff = cfg.retry_backoff_ms / 1000
         with_records = 0
+        fetching = plan.session.fetching
         for part in response.partitions:
             tp = part.tp
-            sent = plan.session.fetching.get(tp)
-            st = self._partitions.get(tp)
-            if (
-                sent is None
-                or st is None
-                or st.stopped
-                or st.version != plan.versions.get(tp, -1)
-                or st.fetch_offset != sent.fetch_offset
-            ):
+            sent = fetching.get(tp)
+            st = self._still_fetched(plan, tp)
+            if sent is None or st is None:
                 continue  # not ours any more, or seeked/reset since the request left
             code = part.error_code
             st.last_fetch = now
@@ -640,6 +711,7 @@ class ConsumerState:
                     st.log_start_offset = part.log_start_offset
                 data = part.records
                 if not data:
+                    self._answered_empty(st, sent.fetch_offset, now)
                     continue
                 records = PartitionRecords(
                     tp,
@@ -653,6 +725,7 @@ class ConsumerState:
                 st.buffered += records.size
                 self.buffered_bytes += records.size
                 with_records += 1
+                self._progress(st, now)
                 end = next_fetch_offset(data)
                 if end is None or end <= sent.fetch_offset:
                     st.blocked = True  # reading it raises (truncated); refetch after that
@@ -670,13 +743,53 @@ class ConsumerState:
                 self._leaders.pop(tp, None)
                 self.metadata_needed = True
                 st.retry_at = now + backoff
+                st.stall_reason = f"Fetch answered {_error_words(code)}"
             elif code == TOPIC_AUTHORIZATION_FAILED:
                 st.error = TopicAuthorizationFailedError(f"not authorized to read {tp}")
             else:
-                error = error_for_code(code)
-                log.info("Fetch of %s failed with error %s (%s)", tp, code, type(error).__name__)
+                log.info("Fetch of %s failed with error %s (%s)", tp, code, _error_words(code))
                 st.retry_at = now + backoff
+                st.stall_reason = f"Fetch answered {_error_words(code)}"
+        if len(response.partitions) < len(fetching):
+            # An incremental session (KIP-227) leaves out the partitions with no news: no
+            # records, the same watermarks. Answered all the same, with nothing.
+            answered = {part.tp for part in response.partitions}
+            for tp, sent in fetching.items():
+                if tp not in answered and (st := self._still_fetched(plan, tp)) is not None:
+                    self._answered_empty(st, sent.fetch_offset, now)
         return with_records
+
+    def _still_fetched(self, plan: FetchPlan, tp: TopicPartition) -> PartitionState | None:
+        """``tp``'s state if ``plan``'s answer still applies to it: neither revoked nor sought
+        or reset since the request left."""
+        sent = plan.session.fetching.get(tp)
+        st = self._partitions.get(tp)
+        if (
+            sent is None
+            or st is None
+            or st.stopped
+            or st.version != plan.versions.get(tp, -1)
+            or st.fetch_offset != sent.fetch_offset
+        ):
+            return None
+        return st
+
+    def _answered_empty(self, st: PartitionState, fetch_offset: int, now: float) -> None:
+        """A Fetch answer without records: caught up (progress), or records withheld."""
+        end = end_offset(st.high_watermark, st.last_stable_offset, self.config.read_committed)
+        if end is None or fetch_offset >= end:
+            self._progress(st, now)
+        else:
+            st.stall_reason = (
+                f"Fetch answered no records at offset {fetch_offset} although the log has "
+                f"records up to {end}"
+            )
+
+    def _stall_reason(self, plan: FetchPlan, reason: str) -> None:
+        for tp in plan.session.fetching:
+            st = self._partitions.get(tp)
+            if st is not None:
+                st.stall_reason = reason
 
     # -- records out ----------------------------------------------------------------------------
 
@@ -776,6 +889,7 @@ class ConsumerState:
         if out:
             result[st.tp] = out
             remaining -= len(out)
+            self.moved.add(st.tp)
         return remaining, failed
 
     def _drain(
@@ -804,3 +918,29 @@ class ConsumerState:
                         st.fetch_offset = st.position
             else:
                 break
+
+
+#: Kafka's names of the error codes this module handles (kafka-python's for the rest).
+_ERROR_NAMES = {
+    UNKNOWN_TOPIC_OR_PARTITION: "UNKNOWN_TOPIC_OR_PARTITION",
+    LEADER_NOT_AVAILABLE: "LEADER_NOT_AVAILABLE",
+    NOT_LEADER_OR_FOLLOWER: "NOT_LEADER_OR_FOLLOWER",
+    REPLICA_NOT_AVAILABLE: "REPLICA_NOT_AVAILABLE",
+    KAFKA_STORAGE_ERROR: "KAFKA_STORAGE_ERROR",
+    FENCED_LEADER_EPOCH: "FENCED_LEADER_EPOCH",
+    UNKNOWN_LEADER_EPOCH: "UNKNOWN_LEADER_EPOCH",
+    OFFSET_NOT_AVAILABLE: "OFFSET_NOT_AVAILABLE",
+    UNKNOWN_TOPIC_ID: "UNKNOWN_TOPIC_ID",
+    OFFSET_OUT_OF_RANGE: "OFFSET_OUT_OF_RANGE",
+    TOPIC_AUTHORIZATION_FAILED: "TOPIC_AUTHORIZATION_FAILED",
+}
+
+
+def _error_words(code: int) -> str:
+    """``NOT_LEADER_OR_FOLLOWER (error 6)``: a broker error code in Kafka's words."""
+    name = _ERROR_NAMES.get(code)
+    if name is None:
+        from kafka.errors import for_code
+
+        name = str(getattr(for_code(code), "message", "")) or "UNKNOWN"
+    return f"{name} (error {code})"

@@ -1,11 +1,12 @@
-"""Opt-in rebalance telemetry: one JSON Lines file per member process.
+"""Opt-in rebalance telemetry: one JSON Lines file per member process (or a Kafka topic,
+:mod:`aiogroup.observability.telemetry_kafka`).
 
 Every event is one line, written with a single ``write(2)`` on a descriptor opened with
 ``O_APPEND``, so lines from one process never interleave and a crash loses at most the line being
 written (the audit counts a truncated last line as corrupt and goes on). Files rotate by size.
 
 The sink never raises into the member: every failure is logged once per kind and counted in
-:attr:`JsonlTelemetry.errors`.
+:attr:`TelemetrySink.errors`.
 
 Schema (version 1; the full table is in docs/telemetry.md, "Event schema, version 1")::
 
@@ -32,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from aiokafka.abc import ConsumerRebalanceListener as AiokafkaRebalanceListener
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
@@ -45,6 +46,7 @@ __all__ = [
     "ConfluentRecorder",
     "JsonlTelemetry",
     "KafkaPythonListener",
+    "TelemetrySink",
     "confluent_callbacks",
     "confluent_generation",
     "rebalance_protocol_of",
@@ -80,30 +82,30 @@ def _grouped(partitions: Iterable[Any]) -> dict[str, list[int]]:
     return {topic: list(ps) for topic, ps in grouped.items()}
 
 
-class JsonlTelemetry:
-    """Append rebalance events for one member process to ``directory/<member_name>.<n>.jsonl``.
+class TelemetrySink:
+    """The events every telemetry sink writes, one JSON object each (schema version 1).
 
+    Subclasses say where a finished event goes (:meth:`_write`, called under the sink's lock
+    with the event and its serialised line, without the newline): :class:`JsonlTelemetry` to
+    a file, :class:`aiogroup.observability.telemetry_kafka.KafkaTelemetry` to a Kafka topic.
     ``member_name`` is the stable identity the audit keys ownership on (a Kafka member id
-    changes whenever the member rejoins from scratch); it defaults to ``<host>-<pid>-<random>``.
-    A file that reaches ``max_bytes`` is closed and the next one (``n + 1``) opened.
-    ``clock`` gives wall-clock seconds (the audit compares members across hosts).
+    changes whenever the member rejoins from scratch); it defaults to
+    ``<host>-<pid>-<random>``. ``clock`` gives wall-clock seconds (the audit compares members
+    across hosts). A sink never raises into the member: failures are logged once per kind and
+    counted in :attr:`errors`.
     """
 
     def __init__(
         self,
-        directory: str | os.PathLike[str],
         member_name: str | None = None,
         *,
-        max_bytes: int = 64 * 1024 * 1024,
         clock: Clock = time.time,
         client: str = "aiogroup",
         group_id: str | None = None,
     ) -> None:
-        self.directory = Path(directory)
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self.member_name = member_name or f"{self.host}-{self.pid}-{uuid.uuid4().hex[:8]}"
-        self.max_bytes = max(1024, int(max_bytes))
         self.clock = clock
         self.client = client
         self.group_id = group_id
@@ -115,36 +117,18 @@ class JsonlTelemetry:
         self.written = 0
         self._seq = itertools.count()
         self._lock = threading.Lock()
-        self._fd: int | None = None
-        self._size = 0
-        self._index = 0
         self._closed = False
         self._logged: set[str] = set()
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.member_name)
-        self._stem = safe or "member"
-
-    # -- file handling ---------------------------------------------------------------------
-    @property
-    def path(self) -> Path:
-        """The file currently written to."""
-        return self.directory / f"{self._stem}.{self._index:04d}.jsonl"
-
-    def _open(self) -> int:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        while True:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            size = os.fstat(fd).st_size
-            if size < self.max_bytes:
-                self._size = size
-                return fd
-            os.close(fd)  # a previous process filled this one: move on
-            self._index += 1
 
     def _error(self, kind: str, exc: BaseException) -> None:
         self.errors += 1
         if kind not in self._logged:  # log each kind of failure once, count all of them
             self._logged.add(kind)
             log.warning("telemetry %s failed for %s: %r", kind, self.member_name, exc)
+
+    def _write(self, record: Mapping[str, Any], line: bytes) -> None:
+        """Deliver one event (its JSON ``line`` has no newline); called under the lock."""
+        raise NotImplementedError
 
     def emit(self, event_type: str, **fields: Any) -> None:
         """Write one event. Never raises: failures are logged and counted in :attr:`errors`."""
@@ -165,19 +149,7 @@ class JsonlTelemetry:
                     "host": self.host,
                 }
                 record.update(fields)
-                line = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
-                if self._fd is None:
-                    self._fd = self._open()
-                elif self._size + len(line) > self.max_bytes and self._size > 0:
-                    os.close(self._fd)
-                    self._fd = None
-                    self._index += 1
-                    self._fd = self._open()
-                written = os.write(self._fd, line)  # one write per line (O_APPEND)
-                self._size += written
-                if written != len(line):
-                    raise OSError(f"short write: {written} of {len(line)} bytes")
-                self.written += 1
+                self._write(record, json.dumps(record, separators=(",", ":"), default=str).encode())
         except Exception as exc:  # the sink must never break the member
             self._error(event_type, exc)
 
@@ -437,22 +409,89 @@ class JsonlTelemetry:
         )
 
     def close(self) -> None:
-        """Write the ``closed`` event (the member's end) and close the file. Idempotent."""
+        """Write the ``closed`` event (the member's end) and release the sink. Idempotent."""
         self.emit("closed", generation_id=self.generation_id, errors=self.errors)
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
+        self._finish()
+
+    def _finish(self) -> None:
+        """Release what the sink holds, after the last event (once)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class JsonlTelemetry(TelemetrySink):
+    """Append rebalance events for one member process to ``directory/<member_name>.<n>.jsonl``.
+
+    A file that reaches ``max_bytes`` is closed and the next one (``n + 1``) opened. The other
+    arguments are :class:`TelemetrySink`'s.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        member_name: str | None = None,
+        *,
+        max_bytes: int = 64 * 1024 * 1024,
+        clock: Clock = time.time,
+        client: str = "aiogroup",
+        group_id: str | None = None,
+    ) -> None:
+        super().__init__(member_name, clock=clock, client=client, group_id=group_id)
+        self.directory = Path(directory)
+        self.max_bytes = max(1024, int(max_bytes))
+        self._fd: int | None = None
+        self._size = 0
+        self._index = 0
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.member_name)
+        self._stem = safe or "member"
+
+    @property
+    def path(self) -> Path:
+        """The file currently written to."""
+        return self.directory / f"{self._stem}.{self._index:04d}.jsonl"
+
+    def _open(self) -> int:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            size = os.fstat(fd).st_size
+            if size < self.max_bytes:
+                self._size = size
+                return fd
+            os.close(fd)  # a previous process filled this one: move on
+            self._index += 1
+
+    def _write(self, record: Mapping[str, Any], line: bytes) -> None:
+        line += b"\n"
+        if self._fd is None:
+            self._fd = self._open()
+        elif self._size + len(line) > self.max_bytes and self._size > 0:
+            os.close(self._fd)
+            self._fd = None
+            self._index += 1
+            self._fd = self._open()
+        written = os.write(self._fd, line)  # one write per line (O_APPEND)
+        self._size += written
+        if written != len(line):
+            raise OSError(f"short write: {written} of {len(line)} bytes")
+        self.written += 1
+
+    def _finish(self) -> None:
+        with self._lock:
             if self._fd is not None:
                 try:
                     os.close(self._fd)
                 except OSError as exc:
                     self._error("close", exc)
                 self._fd = None
-
-    def __enter__(self) -> JsonlTelemetry:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # -- peers: confluent-kafka (librdkafka) ------------------------------------------------------
@@ -480,7 +519,7 @@ def confluent_generation(consumer: Any) -> int | None:
 class _PeerRecorder:
     """Bookkeeping shared by the peer wrappers: rebalance start, joins per generation."""
 
-    def __init__(self, telemetry: JsonlTelemetry, protocol: str | None, group_id: str | None):
+    def __init__(self, telemetry: TelemetrySink, protocol: str | None, group_id: str | None):
         self.telemetry = telemetry
         self.protocol = protocol
         if group_id is not None:
@@ -523,7 +562,7 @@ class ConfluentRecorder:
 
     def __init__(
         self,
-        telemetry: JsonlTelemetry,
+        telemetry: TelemetrySink,
         *,
         protocol: str | None = None,
         group_id: str | None = None,
@@ -622,7 +661,7 @@ class ConfluentRecorder:
 
 
 def confluent_callbacks(
-    telemetry: JsonlTelemetry,
+    telemetry: TelemetrySink,
     *,
     protocol: str | None = None,
     group_id: str | None = None,
@@ -658,7 +697,7 @@ class KafkaPythonListener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def __init__(
         self,
-        telemetry: JsonlTelemetry,
+        telemetry: TelemetrySink,
         listener: Any = None,
         *,
         consumer: Any = None,
@@ -746,7 +785,7 @@ class AiokafkaListener(AiokafkaRebalanceListener):  # type: ignore[misc]
 
     def __init__(
         self,
-        telemetry: JsonlTelemetry,
+        telemetry: TelemetrySink,
         listener: Any = None,
         *,
         consumer: Any = None,

@@ -120,7 +120,6 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
 #: (ConsumerGroupHeartbeat v0, before KIP-1082).
 KIP848_APIS: Final = frozenset({68, 69})
 _CLASSIC_ONLY: Final[dict[int, tuple[int, int]]] = {8: (2, 8), 9: (1, 8)}
-_KAFKA3_KIP848: Final[dict[int, tuple[int, int]]] = {68: (0, 0), 69: (0, 0)}
 
 #: What Apache Kafka 2.3.0 advertises for those APIs (its ApiVersions answer), for the
 #: ``kafka2`` flavour: it closes the connection on anything newer.
@@ -150,7 +149,8 @@ KAFKA_23_VERSIONS: Final[dict[int, tuple[int, int]]] = {
 
 
 #: What Apache Kafka 3.9.1 advertises for those APIs (the ``kafka3`` flavour's broker). It still
-#: serves every version KIP-896 removed in 4.0.
+#: serves every version KIP-896 removed in 4.0, and advertises KIP-848's APIs at v0 whether or
+#: not ``group.coordinator.rebalance.protocols`` enables the consumer protocol.
 KAFKA_39_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     0: (0, 11),
     1: (0, 17),
@@ -173,6 +173,8 @@ KAFKA_39_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     36: (0, 2),
     37: (0, 3),
     42: (0, 2),
+    68: (0, 0),
+    69: (0, 0),
 }
 
 #: What Apache Kafka 4.1.1 advertises for those APIs (the ``kafka4`` flavour's broker): the
@@ -234,8 +236,6 @@ def versions_for(flavour: str, consumer_protocol: bool | None = None) -> dict[in
     if consumer_protocol is None:
         consumer_protocol = flavour == "kafka4"
     theirs_by_key = dict(LIVE_VERSIONS[flavour])
-    if flavour == "kafka3" and consumer_protocol:
-        theirs_by_key.update(_KAFKA3_KIP848)
     if not consumer_protocol and flavour != "kafka2":
         for key in KIP848_APIS:
             theirs_by_key.pop(key, None)

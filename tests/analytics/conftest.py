@@ -1,4 +1,5 @@
-"""One SparkSession for every analytics test: starting the JVM is the expensive part."""
+"""One SparkSession for every analytics test (starting the JVM is the expensive part), with
+Spark's Kafka source for the live audit."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ def spark() -> Iterator[Any]:
         find_java()
     except AnalyticsError as exc:
         pytest.skip(str(exc))
-    session = build_session("local[2]", shuffle_partitions=1, log_level="ERROR")
+    # Spark's Kafka source on the class path, for the live audit's tests: one JVM for all
+    from aiogroup.tools.audit.kafka_source import ensure_kafka_source
+
+    jars = ",".join(str(p) for p in ensure_kafka_source())
+    session = build_session("local[2]", shuffle_partitions=1, log_level="ERROR",
+                            extra_conf={"spark.jars": jars})
     yield session
     session.stop()

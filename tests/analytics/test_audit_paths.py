@@ -27,7 +27,7 @@ def _context(spark: Any, files: list[str]) -> tuple[Any, Any]:
     """The cached per-interval context and the name keys, as run_audit builds them."""
     from aiogroup.tools.audit import audit as A
 
-    prepared = A._prepare(spark, files)
+    prepared = A._prepare(spark, files, None)
     return prepared.context, prepared.keys
 
 

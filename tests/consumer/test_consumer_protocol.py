@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from aiogroup import Consumer, GroupMember
-from aiogroup.errors import KafkaError, UnsupportedApiVersionError
+from aiogroup.errors import UnsupportedApiVersionError
 from aiogroup.membership import MemberState
 from aiogroup.protocol.types import TopicPartition
 from aiogroup.testing.embedded.rules import CoordinatorConfig
@@ -309,25 +309,42 @@ async def test_a_classic_group_upgrades_online_and_downgrades_back(
 
 
 @on_kip848_brokers
-async def test_aiogroup_cooperative_marks_keep_kafka_from_upgrading_a_group(
+async def test_a_group_an_aiogroup_cooperative_leader_marks_upgrades_online(
     kafka_broker: BrokerHandle,  # noqa: F811
 ) -> None:
-    """An aiogroup cooperative leader marks its assignments with user data (hand-off
-    awareness); Kafka 4.1.1 then takes the group for one of a custom assignor and refuses
-    the online upgrade: the consumer-protocol member fails with GROUP_ID_NOT_FOUND. The
-    embedded broker does the same."""
+    """An aiogroup cooperative-sticky leader marks its assignments (hand-off awareness) with
+    entries no topic can be named after, not with user data, which Kafka 4.1's online upgrade
+    refuses ("userData from a custom assignor would be lost"): a consumer-protocol member
+    joins such a group, the group becomes a consumer group, the classic member keeps what
+    does not move and gives up only the rest."""
     topic, group = unique("t"), unique("g")
-    make_topic(kafka_broker, topic, 2)
-    classic = Consumer(kafka_broker.bootstrap, group, topics=[topic], fetch_max_wait_ms=100)
+    make_topic(kafka_broker, topic, 4)
+    fast_group(kafka_broker, group)
+    classic = Consumer(
+        kafka_broker.bootstrap, group, assignors=["cooperative-sticky"],
+        session_timeout_ms=SESSION_MS, heartbeat_interval_ms=INTERVAL_MS,
+        fetch_max_wait_ms=100, close_timeout_s=20,
+    )  # fmt: skip
+    calls = Callbacks()
+    classic.subscribe([topic], listener=calls)
     async with classic:
-        await poll(classic, lambda: len(owned(classic)) == 2, "the classic member owning all")
-        member = GroupMember(
-            kafka_broker.bootstrap, group, topics=[topic], group_protocol="consumer"
-        )
-        await member.start()
-        try:
-            with pytest.raises(KafkaError) as caught:
-                await member.wait_for_assignment(30)
-        finally:
-            await member.close()
-        assert "an unsupported custom assignor is in use" in str(caught.value)
+        await poll(classic, lambda: len(owned(classic)) == 4, "the classic member owning all")
+        if kafka_broker.embedded is not None:
+            view = kafka_broker.embedded.group(group)
+            assert view is not None
+            assert any(b"aiogroup:hand-off/1" in (m.assignment or b"") for m in view.members), (
+                "the leader wrote no mark: this test would prove nothing"
+            )
+        before = owned(classic)
+        async with kip848(kafka_broker, group, [topic]) as modern:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + CONVERGE_S
+            while not (len(owned(classic)) == 2 and len(owned(modern)) == 2):
+                assert loop.time() < deadline, "timed out waiting for a 2/2 split"
+                await asyncio.gather(classic.getmany(timeout_ms=50), modern.getmany(timeout_ms=50))
+            assert owned(classic).isdisjoint(owned(modern))
+            # Cooperative all along: only what moved was revoked, nothing lost.
+            assert {tp.partition for tp in set().union(*calls.revoked)} == before - owned(classic)
+            assert not calls.lost
+            if kafka_broker.embedded is not None:
+                assert kafka_broker.embedded.consumer_group(group) is not None  # upgraded

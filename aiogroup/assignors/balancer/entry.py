@@ -6,6 +6,9 @@
 - Unequal subscriptions: :func:`~aiogroup.assignors.balancer.general.general`, with what each
   member validly owns (:class:`~aiogroup.assignors.balancer.owned.OwnedClaims`, else
   :class:`~aiogroup.assignors.balancer.owned.OwnedIds`) and the hinted partitions as ids.
+- With racks that matter (KIP-881, :func:`~aiogroup.assignors.balancer.racks.rack_view`):
+  :func:`~aiogroup.assignors.balancer.racks.uniform_racks` for equal subscriptions, the general
+  path then :func:`~aiogroup.assignors.balancer.racks.improve_matches` otherwise.
 
 :func:`gc_paused` pauses the cyclic garbage collector around one assignment.
 """
@@ -20,7 +23,9 @@ from contextlib import contextmanager
 from aiogroup.assignors.balancer.general import general
 from aiogroup.assignors.balancer.layout import Layout, MemberClaim, Plan
 from aiogroup.assignors.balancer.owned import OwnedClaims, OwnedIds
+from aiogroup.assignors.balancer.racks import improve_matches, rack_view, uniform_racks
 from aiogroup.assignors.balancer.uniform import uniform_by_member, uniform_by_topic
+from aiogroup.assignors.base import PartitionRacks
 from aiogroup.assignors.range import refuse_bare_string
 
 __all__ = ["balance", "gc_paused"]
@@ -50,6 +55,7 @@ def balance(
     partitions_per_topic: Mapping[str, int],
     members: Iterable[MemberClaim],
     hint: Mapping[tuple[str, int], str] | None = None,
+    partition_racks: PartitionRacks | None = None,
 ) -> Plan:
     """Compute a balanced, sticky plan. Pure and deterministic.
 
@@ -57,6 +63,8 @@ def balance(
     (the cooperative step withheld them until revoked, KIP-429). With unequal subscriptions a
     free partition goes to its hinted member first when that member can take it, so the
     follow-up round reproduces the plan it completes; balancing still applies afterwards.
+    ``partition_racks``: the racks of the partitions' replicas, matched against each member's
+    ``rack`` (KIP-881); ``None``, or racks that change nothing, give the plan without racks.
     """
     by_id: dict[str, MemberClaim] = {}
     for claim in members:
@@ -89,7 +97,10 @@ def balance(
     subscriptions = _subscriptions(distinct, known, len(claims))
     of_first = dict(zip(distinct.values(), subscriptions, strict=True))
     subscribed = list(map(of_first.__getitem__, firsts))
+    view = None if partition_racks is None else rack_view(layout, claims, partition_racks)
     if claims and all(s is subscribed[0] or s == subscribed[0] for s in subscribed):
+        if view is not None:
+            return uniform_racks(layout, member_ids, claims, subscribed, view)
         fast = uniform_by_topic(layout, member_ids, claims, subscribed[0])
         if fast is not None:
             return fast
@@ -106,7 +117,10 @@ def balance(
         owned_view: OwnedIds | OwnedClaims | None = OwnedClaims.of(layout, claims, subscribed)
         if owned_view is None:
             owned_view = OwnedIds(layout, member_ids, claims, subscribed)
-        return general(layout, member_ids, subscribed, owned_view, hinted)
+        plan = general(layout, member_ids, subscribed, owned_view, hinted)
+        if view is not None:
+            return improve_matches(plan, claims, subscribed, view)
+        return plan
     return uniform_by_member(layout, member_ids, claims, subscribed)
 
 

@@ -33,13 +33,15 @@ class MemberClaim:
     """What the balancer needs to know about one member.
 
     ``topics``: the topics it subscribes to; ``owned``: the partitions it claims to own, grouped
-    by topic; ``generation``: the generation that claim was made in (-1: unknown).
+    by topic; ``generation``: the generation that claim was made in (-1: unknown); ``rack``:
+    its rack (KIP-881; ``None`` or empty: none).
     """
 
     member_id: str
     topics: Collection[str]
     owned: PartitionsByTopic = field(default_factory=dict)
     generation: int = NO_GENERATION
+    rack: str | None = None
 
 
 class Layout:

@@ -30,7 +30,14 @@ from aiogroup.assignors.balancer.claims import (
 from aiogroup.assignors.balancer.layout import Layout, MemberClaim, Plan, resolve, valid_ids
 from aiogroup.protocol.types import PartitionsByTopic
 
-__all__ = ["hand_out", "quotas_for", "uniform", "uniform_by_member", "uniform_by_topic"]
+__all__ = [
+    "hand_out",
+    "owned_by_member",
+    "quotas_for",
+    "uniform",
+    "uniform_by_member",
+    "uniform_by_topic",
+]
 
 
 def uniform_by_topic(
@@ -124,6 +131,22 @@ def uniform_by_member(
 ) -> Plan:
     """The uniform path, member by member: each claim validated (:func:`valid_ids`, with
     warnings), partitions claimed by several members settled (:func:`resolve`)."""
+    owned, claimed = owned_by_member(layout, member_ids, claims, subscribed)
+    if not claims:
+        return Plan(layout, [], [], [], claimed)
+    kept, added = uniform(layout, owned, claimed)
+    return Plan(layout, member_ids, kept, added, claimed)
+
+
+def owned_by_member(
+    layout: Layout,
+    member_ids: list[str],
+    claims: list[MemberClaim],
+    subscribed: list[frozenset[str]],
+) -> tuple[list[list[int]], set[int]]:
+    """What each member validly owns, as ids (bad claims dropped with a warning, partitions
+    claimed by several members settled by generation), and every existing partition some
+    member claims, valid or not (what the cooperative step must not hand over yet)."""
     owned: list[list[int]] = []
     claimed_lists: list[list[int]] = []
     foreign_any = False
@@ -140,10 +163,7 @@ def uniform_by_member(
         resolve(member_ids, [c.generation for c in claims], owned)
     if foreign_any:
         claimed.update(chain.from_iterable(claimed_lists))
-    if not claims:
-        return Plan(layout, [], [], [], claimed)
-    kept, added = uniform(layout, owned, claimed)
-    return Plan(layout, member_ids, kept, added, claimed)
+    return owned, claimed
 
 
 def uniform(

@@ -1,4 +1,4 @@
-"""Publish a member's KIP-429 metrics to a monitoring system, under Java's names.
+"""Publish a member's or a consumer's metrics to a monitoring system, under Java's names.
 
 * :mod:`aiogroup.observability.exporters.prometheus`: a ``prometheus_client`` collector
   (``pip install 'aiogroup[prometheus]'``).
@@ -6,31 +6,77 @@
   meter
   (``pip install 'aiogroup[opentelemetry]'``).
 
-Both read ``member.metrics`` (see :mod:`aiogroup.observability.metrics`) when scraped or
-collected; nothing
-is recorded twice and nothing runs between scrapes. :data:`CATALOGUE` lists what they publish:
-each metric of Java's ``consumer-coordinator-metrics`` group that a member keeps, with its kind
-(a counter only ever grows) and unit.
+Both read ``source.metrics`` (and a consumer's ``partition_metrics``; see
+:mod:`aiogroup.observability.registry`) when scraped or collected; nothing is recorded twice and
+nothing runs between scrapes. :data:`CATALOGUE` lists what they publish: each metric a member
+(Java's ``consumer-coordinator-metrics``) or a consumer (also ``consumer-fetch-manager-metrics``
+and ``consumer-metrics``) keeps, with its group, its kind (a counter only ever grows), its unit
+and whether it is per partition. A name Java keeps both per client and per partition
+(``records-lag-max``, ``records-lead-min``) is published per partition only, as Micrometer and
+OpenTelemetry's Kafka metrics reporter keep the most detailed of the two (:data:`EXPORTED`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from aiogroup.observability.metrics import MetricsSource
+from aiogroup.observability.registry import (
+    CONSUMER_METRICS,
+    COORDINATOR_METRICS,
+    FETCH_MANAGER_METRICS,
+)
+from aiogroup.protocol.types import TopicPartition
 
-__all__ = ["CATALOGUE", "Members", "MetricInfo"]
+__all__ = [
+    "CATALOGUE",
+    "EXPORTED",
+    "Members",
+    "MetricInfo",
+    "PartitionMetricsSource",
+    "partition_values",
+    "topic_tag",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class MetricInfo:
-    """One published metric: Java's name, its kind, its unit and what it means."""
+    """One published metric: Java's name, its kind, its unit and what it means; its Java
+    group, and whether it is kept per partition (tags ``topic`` and ``partition``)."""
 
     name: str
     kind: Literal["gauge", "counter"]
     unit: str
     description: str
+    group: str = COORDINATOR_METRICS
+    scope: Literal["client", "partition"] = "client"
+
+
+@runtime_checkable
+class PartitionMetricsSource(MetricsSource, Protocol):
+    """A source with per-partition metrics too (a :class:`~aiogroup.Consumer`)."""
+
+    @property
+    def partition_metrics(self) -> dict[TopicPartition, dict[str, float]]: ...
+
+
+def topic_tag(topic: str) -> str:
+    """The ``topic`` tag as Java writes it (dots become underscores, for JMX)."""
+    return topic.replace(".", "_")
+
+
+def partition_values(
+    source: MetricsSource, name: str
+) -> Iterator[tuple[TopicPartition, float]]:
+    """``(partition, value)`` of per-partition metric ``name`` (nothing for a source without
+    partitions)."""
+    if isinstance(source, PartitionMetricsSource):
+        for tp, values in source.partition_metrics.items():
+            value = values.get(name)
+            if value is not None:
+                yield tp, value
 
 
 def _latency(kind: str) -> tuple[MetricInfo, MetricInfo]:
@@ -83,6 +129,61 @@ CATALOGUE: tuple[MetricInfo, ...] = (
     *_latency("assigned"),
     *_latency("lost"),
     MetricInfo("assigned-partitions", "gauge", "1", "Partitions the member owns now"),
+    MetricInfo("commit-latency-avg", "gauge", "ms", "Average time of an answered OffsetCommit"),
+    MetricInfo("commit-latency-max", "gauge", "ms", "Longest answered OffsetCommit"),
+    MetricInfo("commit-rate", "gauge", "1/s", "OffsetCommit answers per second, recently"),
+    MetricInfo("commit-total", "counter", "1", "OffsetCommit answers"),
+    *(
+        MetricInfo(
+            name,
+            "counter" if name.endswith("-total") else "gauge",
+            unit,
+            description,
+            FETCH_MANAGER_METRICS,
+        )
+        for name, unit, description in (
+            ("fetch-latency-avg", "ms", "Average time of an answered Fetch"),
+            ("fetch-latency-max", "ms", "Longest answered Fetch"),
+            ("fetch-rate", "1/s", "Fetch answers per second, recently"),
+            ("fetch-total", "1", "Fetch answers"),
+            ("fetch-size-avg", "By", "Average record bytes per Fetch answer"),
+            ("fetch-size-max", "By", "Most record bytes in one Fetch answer"),
+            ("bytes-consumed-rate", "By/s", "Record bytes fetched per second"),
+            ("bytes-consumed-total", "By", "Record bytes fetched"),
+            ("records-consumed-rate", "1/s", "Records handed out per second"),
+            ("records-consumed-total", "1", "Records handed to the application"),
+            ("records-lag-max", "1", "Largest recent lag of any partition"),
+            ("records-lead-min", "1", "Smallest recent lead of any partition"),
+        )
+    ),
+    *(
+        MetricInfo(name, "gauge", unit, description, CONSUMER_METRICS)
+        for name, unit, description in (
+            ("last-poll-seconds-ago", "s", "Since the application last asked for records"),
+            ("time-between-poll-avg", "ms", "Average time between two calls for records"),
+            ("time-between-poll-max", "ms", "Longest time between two calls for records"),
+            ("poll-idle-ratio-avg", "1", "Share of time spent waiting inside getmany/getone"),
+        )
+    ),
+    *(
+        MetricInfo(name, "gauge", "1", description, FETCH_MANAGER_METRICS, "partition")
+        for name, description in (
+            ("records-lag", "Records between the position and the partition's end, latest"),
+            ("records-lag-avg", "Average recent lag of the partition"),
+            ("records-lag-max", "Largest recent lag of the partition"),
+            ("records-lead", "Records between the log start and the position, latest"),
+            ("records-lead-avg", "Average recent lead of the partition"),
+            ("records-lead-min", "Smallest recent lead of the partition"),
+        )
+    ),
+)
+
+_PER_PARTITION = {info.name for info in CATALOGUE if info.scope == "partition"}
+
+#: What the exporters publish: :data:`CATALOGUE` but the client-level metrics whose name is
+#: also a per-partition one (those are published per partition).
+EXPORTED: tuple[MetricInfo, ...] = tuple(
+    info for info in CATALOGUE if info.scope == "partition" or info.name not in _PER_PARTITION
 )
 
 

@@ -1,4 +1,4 @@
-"""Group members' KIP-429 metrics as OpenTelemetry observable instruments.
+"""Group members' and consumers' metrics as OpenTelemetry observable instruments.
 
 Usage (with any configured ``MeterProvider``)::
 
@@ -7,15 +7,17 @@ Usage (with any configured ``MeterProvider``)::
     async with GroupMember(...) as member:
         instrument(member)          # on the global meter provider's "aiogroup" meter
 
-Each metric of :data:`aiogroup.observability.exporters.CATALOGUE` is an instrument named
-``kafka.consumer.coordinator.<Java's name>`` (``kafka.consumer.coordinator.rebalance-latency-avg``;
-a Prometheus exporter of OpenTelemetry then shows the same names as
+Each metric of :data:`aiogroup.observability.exporters.EXPORTED` is an instrument named
+``kafka.`` + Java's group without ``-metrics``, dashes as dots, + ``.`` + Java's name:
+``kafka.consumer.coordinator.rebalance-latency-avg``,
+``kafka.consumer.fetch.manager.records-lag``, ``kafka.consumer.last-poll-seconds-ago`` (a
+Prometheus exporter of OpenTelemetry then shows the same names as
 :mod:`aiogroup.observability.exporters.prometheus`). Java's ``*-total`` metrics are observable
-counters, the
-rest observable gauges; units are Java's (``ms``, ``s``). Attributes: ``messaging.system``
-(``kafka``), ``messaging.consumer.group.name`` and ``messaging.client.id``, as OpenTelemetry's
-messaging conventions name them. Averages and maxima with nothing observed yet are not reported
-(Java reports ``NaN``).
+counters, the rest observable gauges; units are Java's (``ms``, ``s``, ``By``). Attributes:
+``messaging.system`` (``kafka``), ``messaging.consumer.group.name`` and ``messaging.client.id``,
+and per partition ``messaging.destination.name`` (the topic) and
+``messaging.destination.partition.id``, as OpenTelemetry's messaging conventions name them.
+Averages and maxima with nothing observed yet are not reported (Java reports ``NaN``).
 """
 
 from __future__ import annotations
@@ -24,20 +26,32 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from aiogroup.observability.exporters import CATALOGUE, Members, MetricInfo
+from aiogroup.observability.exporters import EXPORTED, Members, MetricInfo, partition_values
 from aiogroup.observability.metrics import MetricsSource
 
-__all__ = ["PREFIX", "KafkaCoordinatorInstruments", "instrument"]
+__all__ = [
+    "PREFIX",
+    "KafkaConsumerInstruments",
+    "KafkaCoordinatorInstruments",
+    "instrument",
+    "instrument_name",
+]
 
+#: The prefix of the ``consumer-coordinator-metrics`` group's instruments.
 PREFIX = "kafka.consumer.coordinator."
 
 
-class KafkaCoordinatorInstruments(Members):
+def instrument_name(info: MetricInfo) -> str:
+    """``kafka.consumer.coordinator.rebalance-latency-avg``, ``kafka.consumer.last-poll-...``"""
+    return "kafka." + info.group.removesuffix("-metrics").replace("-", ".") + "." + info.name
+
+
+class KafkaConsumerInstruments(Members):
     """One observable instrument per metric on ``meter``, reporting every member added."""
 
     def __init__(self, meter: Any, *members: MetricsSource) -> None:
         super().__init__(*members)
-        self.instruments = [self._create(meter, info) for info in CATALOGUE]
+        self.instruments = [self._create(meter, info) for info in EXPORTED]
 
     def _create(self, meter: Any, info: MetricInfo) -> Any:
         create = (
@@ -46,33 +60,47 @@ class KafkaCoordinatorInstruments(Members):
             else meter.create_observable_gauge
         )
         return create(
-            PREFIX + info.name,
-            callbacks=[self._callback(info.name)],
+            instrument_name(info),
+            callbacks=[self._callback(info)],
             unit=info.unit,
             description=info.description,
         )
 
-    def _callback(self, name: str) -> Callable[[Any], Iterable[Any]]:
+    def _callback(self, info: MetricInfo) -> Callable[[Any], Iterable[Any]]:
         from opentelemetry.metrics import Observation
+
+        name = info.name
 
         def observe(options: Any) -> Iterable[Any]:
             out = []
             for member in self.members():
-                value = member.metrics.get(name)
-                if value is None or math.isnan(value):
-                    continue
-                attributes = {
+                attributes: dict[str, str] = {
                     "messaging.system": "kafka",
                     "messaging.consumer.group.name": member.group_id,
                     "messaging.client.id": member.client_id,
                 }
-                out.append(Observation(value, attributes))
+                if info.scope == "partition":
+                    for tp, got in partition_values(member, name):
+                        if not math.isnan(got):
+                            where = {
+                                "messaging.destination.name": tp.topic,
+                                "messaging.destination.partition.id": str(tp.partition),
+                            }
+                            out.append(Observation(got, {**attributes, **where}))
+                    continue
+                value = member.metrics.get(name)
+                if value is not None and not math.isnan(value):
+                    out.append(Observation(value, attributes))
             return out
 
         return observe
 
 
-def instrument(member: MetricsSource, meter: Any = None) -> KafkaCoordinatorInstruments:
+#: The instruments' name before they reported a consumer's metrics too.
+KafkaCoordinatorInstruments = KafkaConsumerInstruments
+
+
+def instrument(member: MetricsSource, meter: Any = None) -> KafkaConsumerInstruments:
     """Report ``member``'s metrics through ``meter`` (default: the global provider's
     ``aiogroup`` meter). The instruments are created once per meter; later members join them.
     Call ``instruments.remove(member)`` once the member is closed."""
@@ -82,10 +110,10 @@ def instrument(member: MetricsSource, meter: Any = None) -> KafkaCoordinatorInst
         meter = metrics.get_meter("aiogroup")
     entry = _by_meter.get(id(meter))
     if entry is None:
-        entry = _by_meter[id(meter)] = (meter, KafkaCoordinatorInstruments(meter))
+        entry = _by_meter[id(meter)] = (meter, KafkaConsumerInstruments(meter))
     entry[1].add(member)
     return entry[1]
 
 
 # Keyed by id, holding the meter itself so the id stays unique while the entry lives.
-_by_meter: dict[int, tuple[Any, KafkaCoordinatorInstruments]] = {}
+_by_meter: dict[int, tuple[Any, KafkaConsumerInstruments]] = {}

@@ -1,4 +1,4 @@
-"""A Prometheus collector for group members' KIP-429 metrics (``prometheus_client``).
+"""A Prometheus collector for group members' and consumers' metrics (``prometheus_client``).
 
 Usage::
 
@@ -9,12 +9,19 @@ Usage::
         register(member)            # on prometheus_client's default registry
         start_http_server(9100)
 
+    register(consumer)              # a Consumer: its fetch and poll metrics too
+
 Names follow the mapping Micrometer's ``KafkaClientMetrics`` applies to Java's consumer (so a
-dashboard built for Java consumers reads these too): Java's metric ``rebalance-latency-avg`` of
-group ``consumer-coordinator-metrics`` becomes ``kafka_consumer_coordinator_rebalance_latency_avg``;
-counters (Java's ``*-total``) are Prometheus counters ending in ``_total``. Labels: ``client_id``
-(Java's ``client-id`` tag) and ``group_id``. Values are Java's units (latencies in
-milliseconds); an average or maximum with nothing observed yet is ``NaN``, as in Java.
+dashboard built for Java consumers reads these too): ``kafka_`` + the group without ``-metrics``
++ the name, dashes as underscores. Java's metric ``rebalance-latency-avg`` of group
+``consumer-coordinator-metrics`` becomes ``kafka_consumer_coordinator_rebalance_latency_avg``,
+``records-lag`` of ``consumer-fetch-manager-metrics``
+``kafka_consumer_fetch_manager_records_lag``, ``last-poll-seconds-ago`` of ``consumer-metrics``
+``kafka_consumer_last_poll_seconds_ago``; counters (Java's ``*-total``) are Prometheus counters
+ending in ``_total``. Labels: ``client_id`` (Java's ``client-id`` tag) and ``group_id``, and for
+per-partition metrics ``topic`` (dots as underscores, as Java tags it) and ``partition``. Values
+are Java's units (latencies in milliseconds); an average or maximum with nothing observed yet is
+``NaN``, as in Java. A metric no registered source has (a member's fetch metrics) is left out.
 """
 
 from __future__ import annotations
@@ -23,10 +30,22 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from aiogroup.observability.exporters import CATALOGUE, Members, MetricInfo
+from aiogroup.observability.exporters import (
+    EXPORTED,
+    Members,
+    MetricInfo,
+    partition_values,
+    topic_tag,
+)
 from aiogroup.observability.metrics import MetricsSource
 
-__all__ = ["PREFIX", "KafkaCoordinatorCollector", "prometheus_name", "register"]
+__all__ = [
+    "PREFIX",
+    "KafkaConsumerCollector",
+    "KafkaCoordinatorCollector",
+    "prometheus_name",
+    "register",
+]
 
 #: Java's group ``consumer-coordinator-metrics`` as Micrometer names it.
 PREFIX = "kafka_consumer_coordinator_"
@@ -34,13 +53,17 @@ PREFIX = "kafka_consumer_coordinator_"
 
 def prometheus_name(info: MetricInfo) -> str:
     """``rebalance-total`` -> ``kafka_consumer_coordinator_rebalance`` (a counter: the client
-    library adds ``_total``); ``rebalance-latency-avg`` -> ``..._rebalance_latency_avg``."""
+    library adds ``_total``); ``rebalance-latency-avg`` -> ``..._rebalance_latency_avg``;
+    ``records-lag`` (``consumer-fetch-manager-metrics``) ->
+    ``kafka_consumer_fetch_manager_records_lag``."""
     name = info.name.removesuffix("-total") if info.kind == "counter" else info.name
-    return PREFIX + name.replace("-", "_")
+    group = info.group.removesuffix("-metrics")
+    return f"kafka_{group}_{name}".replace("-", "_")
 
 
-class KafkaCoordinatorCollector(Members):
-    """Collects ``member.metrics`` of every member added, at each scrape."""
+class KafkaConsumerCollector(Members):
+    """Collects ``source.metrics`` (and a consumer's ``partition_metrics``) of every member or
+    consumer added, at each scrape."""
 
     def describe(self) -> list[Any]:
         # Names only, so the registry checks them without reading any member.
@@ -48,31 +71,41 @@ class KafkaCoordinatorCollector(Members):
 
     def collect(self) -> Iterator[Any]:
         families = self._families()
-        for member in self.members():
-            snapshot = member.metrics
-            labels = [member.client_id, member.group_id]
+        for source in self.members():
+            snapshot = source.metrics
+            labels = [source.client_id, source.group_id]
             for info, family in families.items():
+                if info.scope == "partition":
+                    for tp, got in partition_values(source, info.name):
+                        family.add_metric([*labels, topic_tag(tp.topic), str(tp.partition)], got)
+                    continue
                 value = snapshot.get(info.name)
                 if value is not None:
                     family.add_metric(labels, value)
-        yield from families.values()
+        yield from (family for family in families.values() if family.samples)
 
     def _families(self) -> dict[MetricInfo, Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         families: dict[MetricInfo, Any] = {}
-        for info in CATALOGUE:
+        for info in EXPORTED:
             unit = "" if info.unit == "1" else f", {info.unit}"
             help_text = f"{info.description} (Java: {info.name}{unit})"
             kind = CounterMetricFamily if info.kind == "counter" else GaugeMetricFamily
-            families[info] = kind(
-                prometheus_name(info), help_text, labels=["client_id", "group_id"]
-            )
+            labels = ["client_id", "group_id"]
+            if info.scope == "partition":
+                labels += ["topic", "partition"]
+            families[info] = kind(prometheus_name(info), help_text, labels=labels)
         return families
 
 
-def register(member: MetricsSource, registry: Any = None) -> KafkaCoordinatorCollector:
-    """Publish ``member``'s metrics on ``registry`` (default: prometheus_client's).
+#: The collector's name before it published a consumer's metrics too.
+KafkaCoordinatorCollector = KafkaConsumerCollector
+
+
+def register(member: MetricsSource, registry: Any = None) -> KafkaConsumerCollector:
+    """Publish the metrics of ``member`` (a GroupMember or a Consumer) on ``registry``
+    (default: prometheus_client's).
 
     One collector serves every member registered on the same registry; call
     ``collector.remove(member)`` once the member is closed.
@@ -82,10 +115,10 @@ def register(member: MetricsSource, registry: Any = None) -> KafkaCoordinatorCol
     target = REGISTRY if registry is None else registry
     collector = _collectors.get(target)
     if collector is None:
-        collector = _collectors[target] = KafkaCoordinatorCollector()
+        collector = _collectors[target] = KafkaConsumerCollector()
         target.register(collector)
     collector.add(member)
     return collector
 
 
-_collectors: weakref.WeakKeyDictionary[Any, KafkaCoordinatorCollector] = weakref.WeakKeyDictionary()
+_collectors: weakref.WeakKeyDictionary[Any, KafkaConsumerCollector] = weakref.WeakKeyDictionary()

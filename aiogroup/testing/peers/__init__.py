@@ -49,6 +49,7 @@ __all__ = [
     "KINDS",
     "PeerUnavailableError",
     "franz_go_program",
+    "java_command",
     "java_program",
     "peer_command",
     "program",
@@ -143,24 +144,31 @@ def _jdk() -> tuple[Path, Path]:
 
 def java_program(cache: Path | None = None) -> list[str]:
     """The command line that runs the Java peer (compiled once, cached), without options."""
+    return java_command(JAVA_SOURCE, JAVA_MAIN, cache)
+
+
+def java_command(source: Path, main: str, cache: Path | None = None) -> list[str]:
+    """The command line that runs class ``main`` of the Java file ``source``, compiled once
+    (cached, keyed on the source) against kafka-clients and its runtime jars: the Java peer,
+    or a harness that runs Java's own classes (the assignor cross-checks)."""
     javac, java = _jdk()
     try:
         jars = fetch_pin_file(JAVA_PINS, (cache or cache_dir()) / "maven")
     except JarDownloadError as exc:
         raise PeerUnavailableError(f"the Java peer's jars: {exc}") from exc
-    source = JAVA_SOURCE.read_bytes()
-    key = _key(source, JAVA_PINS.read_bytes(), JAVA_RELEASE.encode())
+    key = _key(source.read_bytes(), JAVA_PINS.read_bytes(), JAVA_RELEASE.encode())
     classpath = os.pathsep.join(str(j) for j in jars)
 
     def build(out: Path) -> None:
         _run(
             [str(javac), "--release", JAVA_RELEASE, "-nowarn", "-d", str(out),
-             "-cp", classpath, str(JAVA_SOURCE)],
-            f"javac {JAVA_SOURCE.name}",
+             "-cp", classpath, str(source)],
+            f"javac {source.name}",
         )  # fmt: skip
 
-    classes = _build_once((cache or cache_dir()) / "peers" / f"java-{key}", build)
-    return [str(java), *JVM_OPTIONS, "-cp", os.pathsep.join([str(classes), classpath]), JAVA_MAIN]
+    name = "java" if source == JAVA_SOURCE else source.stem.lower()
+    classes = _build_once((cache or cache_dir()) / "peers" / f"{name}-{key}", build)
+    return [str(java), *JVM_OPTIONS, "-cp", os.pathsep.join([str(classes), classpath]), main]
 
 
 # --------------------------------------------------------------------------- franz-go

@@ -52,6 +52,7 @@ __all__ = [
     "WINDOW_SPILL_ROWS",
     "AuditResult",
     "classify",
+    "parse_lines",
     "read_events",
     "run_audit",
 ]
@@ -141,6 +142,18 @@ def read_events(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
         .json(list(paths))
     )
     return df.withColumn("source_file", F.input_file_name())
+
+
+def parse_lines(lines: DataFrame, source: Any, keep: dict[str, Any] | None = None) -> DataFrame:
+    """Events from a ``value`` column of JSON lines (the records of a telemetry topic), parsed
+    exactly as :func:`read_events` reads files; ``source`` (a column) names where each came
+    from, in place of the file name; ``keep``: more columns to carry along, by name."""
+    parsed = F.from_json(
+        "value", EVENT_SCHEMA, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    extra = keep or {}
+    return lines.select(parsed.alias("e"), source.alias("source_file"),
+                        *(c.alias(n) for n, c in extra.items())).select(
+        "e.*", "source_file", *extra)
 
 
 def classify(raw: DataFrame) -> DataFrame:
@@ -841,10 +854,10 @@ class _Prepared:
     context: DataFrame
 
 
-def _prepare(spark: SparkSession, paths: Sequence[str]) -> _Prepared:
+def _prepare(spark: SparkSession, paths: Sequence[str], raw: DataFrame | None) -> _Prepared:
     """Read and classify the events, number the names, and plan the cached interval context."""
     _bound_window_buffers(spark)
-    classified = classify(read_events(spark, paths)).cache()
+    classified = classify(read_events(spark, paths) if raw is None else raw).cache()
     events = _events(classified)
     keys = _keys(spark, events)
     members = _member_info(events, keys).cache()
@@ -863,14 +876,16 @@ def run_audit(
     *,
     tolerance_s: float = 0.05,
     label: str = "events",
+    raw: DataFrame | None = None,
 ) -> AuditResult:
     """Build every result DataFrame; the caller writes or collects them.
 
     Jobs run here: numbering the names (one small job over the cached events) and one look at
     the cached intervals (``_checks``: any overlap, are gaps' generations in order), which
-    computes the intervals every result reads and decides which plans to build.
+    computes the intervals every result reads and decides which plans to build. ``raw``:
+    events already read (:func:`parse_lines`), in place of ``paths``.
     """
-    prepared = _prepare(spark, paths)
+    prepared = _prepare(spark, paths, raw)
     classified, events, keys, members, context = (
         prepared.classified, prepared.events, prepared.keys, prepared.members, prepared.context)
     checks = _checks(context)

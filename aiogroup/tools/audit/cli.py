@@ -60,7 +60,25 @@ def parse_args(argv: Sequence[str], prog: str = "aiogroup analyze") -> argparse.
         prog=prog,
         description="Audit rebalance telemetry: ownership overlaps, unowned time, moves, latency.",
     )
-    p.add_argument("events", nargs="+", help="event files, directories or globs (JSON Lines)")
+    p.add_argument("events", nargs="*", help="event files, directories or globs (JSON Lines)")
+    live = p.add_argument_group(
+        "live (--follow TOPIC): Structured Streaming over a telemetry topic"
+    )
+    live.add_argument("--follow", metavar="TOPIC", default=None,
+                      help="audit the telemetry topic as events arrive (docs/audit.md, 'Live')")
+    live.add_argument("--bootstrap", default=None, metavar="HOST:PORT[,...]",
+                      help="the Kafka cluster holding TOPIC")
+    live.add_argument("--skew", type=float, default=2.0, metavar="SECONDS",
+                      help="watermark delay: how far members' clocks and deliveries may lag "
+                           "(default 2)")
+    live.add_argument("--trigger", type=float, default=1.0, metavar="SECONDS",
+                      help="micro-batch interval (default 1)")
+    live.add_argument("--refresh", type=float, default=60.0, metavar="SECONDS",
+                      help="rewrite the datasets and the report this often (0: only at the end)")
+    live.add_argument("--until-idle", type=float, default=None, metavar="SECONDS",
+                      help="stop once no event came for this long (default: run until stopped)")
+    live.add_argument("--from", dest="starting", choices=("earliest", "latest"),
+                      default="earliest", help="where a new run starts reading (default earliest)")
     p.add_argument("--out", required=True, help="output directory (one Parquet dataset per result)")
     p.add_argument("--compare", action="append", default=[], metavar="EVENTS",
                    help="a second event set shown side by side (e.g. eager vs cooperative)")
@@ -102,6 +120,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "aiogroup analyze") -> i
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.follow:
+        from aiogroup.tools.audit.live_cli import run_follow
+
+        return run_follow(args)
+    if not args.events:
+        raise AnalyticsError("give event files, or --follow TOPIC --bootstrap HOST:PORT")
     from aiogroup.tools.audit.audit import run_audit
     from aiogroup.tools.audit.report import collect, render_html, summary_text
     from aiogroup.tools.audit.session import build_session
