@@ -35,8 +35,11 @@ EMBEDDED_SEEDS = (
     7,  # Consumer, kafka-python, GroupMember: a pause, SIGKILL, a pause while rejoining
 )
 KAFKA23_SEED = 4  # librdkafka, GroupMember, kafka-python: join, SIGKILL, pause while rejoining
-#: KIP-848 (``--group-protocol consumer``): a Consumer, librdkafka and Java; the Consumer paused
-#: past the session (fenced, lost, rejoined), then joins (a SIGKILL with too few members left).
+#: KIP-848 (``--group-protocol consumer``): a Consumer, librdkafka and Java. On Kafka 4.1.1 the
+#: Consumer paused past the session (fenced, lost, rejoined), then joins (a SIGKILL with too few
+#: members left); on the embedded broker (restarts and cuts drawn too: another plan) a
+#: Consumer paused past the session while it reconciles a joiner's arrival, the joiner paused
+#: past the session, a join.
 CONSUMER_SEED = 359
 
 
@@ -55,6 +58,8 @@ def _run(broker: ChaosBroker, seed: int, out: Path, group_protocol: str = "class
     assert verdict.members.get("aiogroup", 0) >= 1
     assert sum(verdict.events.values()) >= 1, verdict.summary()
     assert verdict.converged or verdict.waiting, verdict.summary()
+    if group_protocol == "consumer":  # every client given partitions by the broker used them
+        assert set(verdict.processed) == set(verdict.members), verdict.summary()
 
 
 @pytest.mark.parametrize("seed", EMBEDDED_SEEDS)
@@ -87,6 +92,18 @@ def test_short_consumer_protocol_run_on_kafka4(
     _run(ApacheKafkaChaosBroker(shared=apache_kafka4), CONSUMER_SEED, tmp_path, "consumer")
 
 
+@pytest.mark.peers
+def test_short_consumer_protocol_run_on_the_embedded_broker(
+    java_peer: list[str], tmp_path: Path
+) -> None:
+    """The KIP-848 run on the embedded broker's ``kafka4`` flavour: the same judgement."""
+    broker = start_broker("embedded")
+    try:
+        _run(broker, CONSUMER_SEED, tmp_path, "consumer")
+    finally:
+        broker.stop()
+
+
 def test_the_plans_are_what_the_seeds_promise() -> None:
     """The seeds above keep their meaning (a plan follows from its seed alone)."""
     out = Path("unused")
@@ -106,3 +123,6 @@ def test_the_plans_are_what_the_seeds_promise() -> None:
     assert consumer.initial == ("aiogroup-consumer", "java", "librdkafka")
     assert [s.kind for s in consumer.steps] == ["stop", "kill", "stop_rejoining", "join"]
     assert consumer.steps[0].pick < 1 / 3  # the first member: the Consumer is paused
+    embedded = make_plan(_config("embedded", CONSUMER_SEED, out, "consumer"))
+    assert embedded.initial == ("aiogroup-consumer", "java", "librdkafka")
+    assert [s.kind for s in embedded.steps] == ["stop_rejoining", "stop", "stop_rejoining", "join"]

@@ -2,13 +2,14 @@
 
 * ``embedded``: aiogroup's own broker (:class:`aiogroup.testing.ThreadedBroker`) in the
   runner's process: restarts (``broker.restart()``), connection cuts (``broker.faults.cut``)
-  and the coordinator's view of the group (state, generation, leader, members) as truth.
-* ``kafka23``: Apache Kafka 2.3.0 with ZooKeeper on the local JVM
+  and the coordinator's view of the group (state, generation, leader, members; a KIP-848
+  group's epochs and each member's epoch and assignment) as truth.
+* ``kafka23``, ``kafka4``: Apache Kafka 2.3.0 with ZooKeeper, or 4.1.1 (KRaft), on the local JVM
   (:class:`aiogroup.testing.launchers.kafka.KafkaBroker`), behind a
   :class:`~aiogroup.tools.chaos.proxy.CuttingProxy` that the broker advertises, so connections can
-  be cut; restarts with ``KafkaBroker.restart_broker()``; truth from DescribeGroups and the
-  coordinator's lines in ``server.log`` (rebalances with their reason, members removed,
-  generations).
+  be cut; restarts with ``KafkaBroker.restart_broker()``; truth from DescribeGroups (on 4.x,
+  ConsumerGroupDescribe for a KIP-848 group) and the Scala coordinator's lines in
+  ``server.log`` (Kafka 2.3: rebalances with their reason, members removed, generations).
 * ``tansu``: the Tansu binary (``aiogroup[broker]``) behind the proxy. No restarts: its storage
   is in memory, so a restarted Tansu is a new, empty cluster (topics and offsets gone), not a
   restart. Its known deviations from Kafka (docs/brokers.md) are marked by the checker.
@@ -42,7 +43,7 @@ __all__ = [
 
 BROKERS = ("embedded", "kafka23", "kafka4", "tansu")
 #: The brokers whose coordinator serves KIP-848 consumer groups (``--group-protocol consumer``).
-CONSUMER_PROTOCOL_BROKERS = ("kafka4",)
+CONSUMER_PROTOCOL_BROKERS = ("embedded", "kafka4")
 
 
 class ChaosBroker(Protocol):
@@ -88,13 +89,22 @@ class EmbeddedChaosBroker:
     kind = "embedded"
     can_restart = True
     can_cut = True
-    group_protocols: tuple[str, ...] = ("classic",)
+    #: Its ``kafka4`` flavour serves KIP-848 consumer groups, as Kafka 4.x does.
+    group_protocols: tuple[str, ...] = ("classic", "consumer")
 
     def __init__(self) -> None:
         from aiogroup.testing import ThreadedBroker
+        from aiogroup.testing.embedded.consumer_messages import ConsumerGroupSettings
         from aiogroup.testing.embedded.rules import CoordinatorConfig
 
-        config = CoordinatorConfig(initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
+        # Short sessions, for classic groups and (as the KRaft test brokers allow) KIP-848 ones.
+        config = CoordinatorConfig(
+            initial_rebalance_delay_ms=0,
+            group_min_session_timeout_ms=1000,
+            consumer_group=ConsumerGroupSettings(
+                min_session_timeout_ms=1000, min_heartbeat_interval_ms=100
+            ),
+        )
         self.threaded = ThreadedBroker(coordinator_config=config).start()
         self.bootstrap = self.threaded.bootstrap
         self._snapshots: dict[str, _Snapshots] = {}
@@ -111,10 +121,21 @@ class EmbeddedChaosBroker:
     def truth(self, group: str) -> list[dict[str, Any]]:
         try:
             view = self.threaded.group(group)
+            consumer = self.threaded.consumer_group(group) if view is None else None
         except Exception:  # restarting: no view now
             return []
         snap = None
-        if view is not None:
+        if consumer is not None:  # a KIP-848 consumer group
+            snap = {
+                "state": consumer.state,
+                "group_epoch": consumer.group_epoch,
+                "assignment_epoch": consumer.assignment_epoch,
+                "members": sorted(
+                    [m.member_id, m.client_id, m.member_epoch, sorted(p for _, p in m.assigned)]
+                    for m in consumer.members
+                ),
+            }
+        elif view is not None:
             snap = {
                 "state": view.state,
                 "generation": view.generation_id,
@@ -126,7 +147,9 @@ class EmbeddedChaosBroker:
         return self._snapshots.setdefault(group, _Snapshots()).changed(snap)
 
     def set_consumer_group_config(self, group: str, *, session_ms: int, heartbeat_ms: int) -> None:
-        raise NotImplementedError("the embedded broker does not serve KIP-848 consumer groups")
+        self.threaded.set_group_config(
+            group, session_timeout_ms=session_ms, heartbeat_interval_ms=heartbeat_ms
+        )
 
     def stop(self) -> None:
         self.threaded.stop()
