@@ -15,7 +15,8 @@ until the group is safe to bounce again, judged from the broker exactly as ``aio
 watch`` judges it (Stable, every member back, every partition assigned once). Then the next.
 
 Runs (``--runs``), on the embedded broker, Apache Kafka 2.3 and 4.1.1 (``--broker``; the
-``-consumer`` runs only where the broker serves KIP-848 consumer groups: Kafka 4.1.1):
+``-consumer`` runs only where the broker serves KIP-848 consumer groups: the embedded broker's
+default ``kafka4`` flavour and Kafka 4.1.1):
 
     aiogroup-eager        aiogroup members, [range]
     aiogroup-coop         aiogroup members, [cooperative-sticky]; SIGTERM calls ``close()``
@@ -42,9 +43,10 @@ Runs (``--runs``), on the embedded broker, Apache Kafka 2.3 and 4.1.1 (``--broke
 Every client gets the same pace: classic members are configured with ``--heartbeat-ms`` and
 ``--session-ms``; under KIP-848 both are the broker's (``group.consumer.heartbeat.interval.ms``
 and ``group.consumer.session.timeout.ms``, set to the same values when the bench starts Kafka
-4.1.1), and each client is configured as its own documentation advises: librdkafka and Java set
-neither (both refuse them with ``group.protocol=consumer``), aiogroup is told the broker's
-session (its KAFKA-7026 rule).
+4.1.1 or the embedded broker, whose minimums are lowered as the test brokers' are), and each
+client is configured as its own documentation advises: librdkafka and Java set neither (both
+refuse them with ``group.protocol=consumer``), aiogroup is told the broker's session (its
+KAFKA-7026 rule).
 
 Every member records rebalance telemetry (``aiogroup.observability.telemetry``: ``JsonlTelemetry``
 for
@@ -124,7 +126,7 @@ RUN_KINDS = (*KINDS, "java")
 #: The kinds that speak KIP-848's consumer group protocol (``<kind>-consumer`` runs).
 CONSUMER_KINDS = ("aiogroup", "librdkafka", "java")
 #: The brokers whose coordinator serves KIP-848 consumer groups.
-CONSUMER_BROKERS = ("kafka4",)
+CONSUMER_BROKERS = ("embedded", "kafka4")
 #: The kinds a mixed group cycles over (aiokafka cannot join a cooperative group).
 MIXED = ("aiogroup", "librdkafka", "kafka-python")
 
@@ -228,10 +230,12 @@ class RunResult:
 
 
 @contextlib.contextmanager
-def embedded_broker_process(partitions: int) -> Iterator[str]:
-    """``python -m aiogroup.testing.embedded`` on a free loopback port, stopped by pid;
-    topics
-    are created on first use with ``partitions`` partitions."""
+def embedded_broker_process(partitions: int, *, session_ms: int, heartbeat_ms: int
+                            ) -> Iterator[str]:
+    """``python -m aiogroup.testing.embedded`` on a free loopback port, stopped by pid; topics
+    are created on first use with ``partitions`` partitions. KIP-848 groups get the session and
+    heartbeat interval given (``group.consumer.*``, the minimums lowered as Kafka 4.1.1's are
+    by the KRaft launcher)."""
     from aiogroup.testing.launchers.processes import terminate
     from aiogroup.testing.launchers.tansu import free_port
 
@@ -239,7 +243,11 @@ def embedded_broker_process(partitions: int) -> Iterator[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "aiogroup.testing.embedded", "--host", "127.0.0.1",
          "--port", str(port), "--group-min-session-timeout-ms", "1000",
-         "--initial-rebalance-delay-ms", "0", "--num-partitions", str(partitions)],
+         "--initial-rebalance-delay-ms", "0", "--num-partitions", str(partitions),
+         "--group-consumer", "min.session.timeout.ms=1000",
+         "--group-consumer", "min.heartbeat.interval.ms=100",
+         "--group-consumer", f"session.timeout.ms={session_ms}",
+         "--group-consumer", f"heartbeat.interval.ms={heartbeat_ms}"],
         stdout=subprocess.PIPE,
     )
     try:
@@ -283,7 +291,8 @@ class Bench:
             # In a process of its own, as any broker runs: in the bench process it would share
             # one interpreter with the producer thread and the status polling, and answer late
             # whenever they run.
-            with embedded_broker_process(self.args.partitions) as bootstrap:
+            with embedded_broker_process(self.args.partitions, session_ms=self.args.session_ms,
+                                         heartbeat_ms=self.args.heartbeat_ms) as bootstrap:
                 yield bootstrap, lambda name, n: create_by_metadata(bootstrap, name, n)
         elif kind in ("kafka23", "kafka4"):
             from aiogroup.testing.launchers.kafka import KAFKA4_VERSION, KafkaBroker
