@@ -1,8 +1,11 @@
-"""KIP-429's headline figure, measured: a rolling bounce of a consumer group, eager vs cooperative.
+"""KIP-429's headline figure, measured: a rolling bounce of a consumer group, eager vs
+cooperative, and KIP-848's consumer group protocol beside them.
 
     .venv/bin/python bench/bench_rolling_bounce.py                   # both brokers, every run
     .venv/bin/python bench/bench_rolling_bounce.py --broker embedded \
         --runs aiogroup-eager,aiogroup-coop
+    .venv/bin/python bench/bench_rolling_bounce.py --broker kafka4 --runs aiogroup-coop,\
+aiogroup-consumer,librdkafka-consumer,java-consumer             # KIP-848 beside classic
     .venv/bin/python bench/bench_rolling_bounce.py --out bounce/ --report bounce/report.html
 
 A group of ``--members`` member processes (default 6) over ``--partitions`` partitions (default
@@ -11,7 +14,9 @@ A group of ``--members`` member processes (default 6) over ``--partitions`` part
 until the group is safe to bounce again, judged from the broker exactly as ``aiogroup group
 watch`` judges it (Stable, every member back, every partition assigned once). Then the next.
 
-Runs (``--runs``), on the embedded broker and on Apache Kafka 2.3 (``--broker``):
+Runs (``--runs``), on the embedded broker, Apache Kafka 2.3 and 4.1.1 (``--broker``; the
+``-consumer`` runs only where the broker serves KIP-848 consumer groups: the embedded broker's
+default ``kafka4`` flavour and Kafka 4.1.1):
 
     aiogroup-eager        aiogroup members, [range]
     aiogroup-coop         aiogroup members, [cooperative-sticky]; SIGTERM calls ``close()``
@@ -27,6 +32,21 @@ Runs (``--runs``), on the embedded broker and on Apache Kafka 2.3 (``--broker``)
     kafka-python-coop     kafka-python 3 consumers, cooperative-sticky
     kafka-python-eager    kafka-python 3 consumers, range
     mixed-coop            aiogroup, librdkafka and kafka-python members in turn, cooperative-sticky
+    java-coop             Apache Kafka's Java KafkaConsumer (kafka-clients 4.1.1, our peer
+                          program), cooperative-sticky; SIGTERM ends its poll loop, close()
+    aiogroup-consumer     aiogroup members, group_protocol="consumer" (KIP-848: the broker
+                          assigns, with its default assignor, uniform); SIGTERM as aiogroup-coop
+                          (under KIP-848 a hand-off closes as close() does)
+    librdkafka-consumer   confluent-kafka consumers, group.protocol=consumer
+    java-consumer         the Java KafkaConsumer, group.protocol=consumer
+
+Every client gets the same pace: classic members are configured with ``--heartbeat-ms`` and
+``--session-ms``; under KIP-848 both are the broker's (``group.consumer.heartbeat.interval.ms``
+and ``group.consumer.session.timeout.ms``, set to the same values when the bench starts Kafka
+4.1.1 or the embedded broker, whose minimums are lowered as the test brokers' are), and each
+client is configured as its own documentation advises: librdkafka and Java set neither (both
+refuse them with ``group.protocol=consumer``), aiogroup is told the broker's session (its
+KAFKA-7026 rule).
 
 Every member records rebalance telemetry (``aiogroup.observability.telemetry``: ``JsonlTelemetry``
 for
@@ -41,6 +61,22 @@ formed group's generation, up to the generation the last bounce converged in):
 * time to complete the bounce: from the first release of the bounce to its last assignment
   (the bench's own clock, from the first SIGTERM to the last "safe", is printed beside it).
 
+Under KIP-848 a member's generation is its member epoch (the broker bumps every member to the
+group's epoch as it reconciles), and the group is "safe" when ConsumerGroupDescribe shows it
+Stable with every member at the group's epoch and every partition assigned once.
+
+Convergence, by the bench's clock (``time.monotonic()``), per bounce; the table shows the
+median over the bounces of a run and the longest:
+
+* **join** (time to converge after a join): from the moment the bench starts the replacement's
+  process to the first moment the group is safe again with every member (the gate below: the
+  broker's verdict, then every member process reporting that generation and together owning
+  every partition). It includes the client's own start (an interpreter's or a JVM's, its first
+  connection); **seen** is the part after the broker first lists the new member (its first
+  JoinGroup or ConsumerGroupHeartbeat answered), the protocol's own share;
+* **leave**: from the SIGTERM to the group safe without the member, watched during the restart
+  delay. A leave that has not settled by then (``-``) leaves the rest of it in the join's figure.
+
 It prints each run's figures and the ratios the targets are about (cooperative aiogroup against
 eager aiogroup, and against librdkafka cooperative, on the same broker in the same run), and
 writes an HTML report with the runs side by side (``--report``).
@@ -52,7 +88,8 @@ commits what it consumed before it gives a partition up. The longest stall of a 
 longest time between consecutive processed records of one partition during the bounce) comes
 from those events.
 
-Member processes are this file with ``member`` as the first argument.
+Member processes are ``bounce_members.py`` beside this file; the figures are computed by
+``bounce_figures.py``.
 """
 
 from __future__ import annotations
@@ -75,14 +112,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve()
+from bounce_figures import audit, figures, print_table, verdicts
+from bounce_members import COOP, KINDS, RANGE
+
+MEMBER_PROGRAM = Path(__file__).resolve().with_name("bounce_members.py")
 ALL_RUNS = ("aiogroup-eager", "aiogroup-coop", "aiogroup-coop-close", "aiokafka-eager",
             "librdkafka-coop", "librdkafka-eager", "kafka-python-coop", "kafka-python-eager",
-            "mixed-coop")
-KINDS = ("aiogroup", "librdkafka", "kafka-python", "aiokafka")
+            "mixed-coop", "java-coop", "aiogroup-consumer", "librdkafka-consumer",
+            "java-consumer")
+#: The member kinds: the programs of bounce_members.py, and Apache Kafka's Java consumer (our
+#: peer program of aiogroup.testing.peers, built on first use; it writes its own telemetry).
+RUN_KINDS = (*KINDS, "java")
+#: The kinds that speak KIP-848's consumer group protocol (``<kind>-consumer`` runs).
+CONSUMER_KINDS = ("aiogroup", "librdkafka", "java")
+#: The brokers whose coordinator serves KIP-848 consumer groups.
+CONSUMER_BROKERS = ("embedded", "kafka4")
 #: The kinds a mixed group cycles over (aiokafka cannot join a cooperative group).
 MIXED = ("aiogroup", "librdkafka", "kafka-python")
-COOP, RANGE = "cooperative-sticky", "range"
 
 
 @dataclass(frozen=True)
@@ -91,8 +137,9 @@ class RunSpec:
 
     name: str
     kinds: tuple[str, ...]  # cycled over the member slots
-    assignor: str
+    assignor: str  # classic: the members' assignor (unused under KIP-848: the broker's default)
     hand_off: bool = True  # aiogroup members hand off on SIGTERM (eager: the same as close)
+    group_protocol: str = "classic"  # "consumer": KIP-848
 
     def kind_of(self, slot: int) -> str:
         return self.kinds[slot % len(self.kinds)]
@@ -104,313 +151,11 @@ def run_spec(name: str) -> RunSpec:
     if name == "aiogroup-coop-close":
         return RunSpec(name, ("aiogroup",), COOP, hand_off=False)
     kind, _, protocol = name.rpartition("-")
-    if kind not in KINDS or protocol not in ("coop", "eager"):
+    if protocol == "consumer" and kind in CONSUMER_KINDS:
+        return RunSpec(name, (kind,), COOP, group_protocol="consumer")
+    if kind not in RUN_KINDS or protocol not in ("coop", "eager"):
         raise SystemExit(f"unknown run {name!r}; expected one of {', '.join(ALL_RUNS)}")
     return RunSpec(name, (kind,), COOP if protocol == "coop" else RANGE)
-
-
-# =========================================================================== member process
-
-
-class Status:
-    """What the member tells the bench: one JSON line per change (generation, partitions)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.lock = threading.Lock()
-        self.last: tuple[Any, ...] | None = None
-
-    def write(self, generation: int | None, owned: int, state: str = "") -> None:
-        key = (generation, owned, state)
-        with self.lock:
-            if key == self.last:
-                return
-            self.last = key
-            line = json.dumps({"t": time.time(), "pid": os.getpid(), "gen": generation,
-                               "owned": owned, "state": state}) + "\n"
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(line)
-
-
-@dataclass
-class MemberLoop:
-    """The member's main loop: poll the client, report status, and ``on_tick`` between polls
-    (the place where a record-consuming member processes records)."""
-
-    stop: threading.Event
-    status: Status
-    tick_s: float = 0.1
-    on_tick: Callable[[], None] | None = None
-
-
-def _member_confluent(args: argparse.Namespace, loop: MemberLoop) -> None:
-    from confluent_kafka import Consumer
-
-    from aiogroup.observability.telemetry import (
-        ConfluentRecorder,
-        JsonlTelemetry,
-        confluent_generation,
-    )
-
-    telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
-    consumer = Consumer({
-        "bootstrap.servers": args.bootstrap,
-        "group.id": args.group,
-        "client.id": args.name,
-        "partition.assignment.strategy": args.assignor,
-        "session.timeout.ms": args.session_ms,
-        "heartbeat.interval.ms": args.heartbeat_ms,
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-    })
-    def revoke(consumer: Any, partitions: list[Any]) -> None:
-        _commit_quietly(lambda: consumer.commit(asynchronous=False))  # what was consumed
-        time.sleep(args.revoke_ms / 1000)  # the application's further revocation work
-
-    recorder = ConfluentRecorder(telemetry, protocol=args.assignor, group_id=args.group,
-                                 on_revoke=revoke)
-    consumer.subscribe([args.topic], **recorder.callbacks())
-    while not loop.stop.is_set():
-        offsets: list[tuple[tuple[str, int], int]] = []
-        for m in consumer.consume(500, loop.tick_s):
-            topic, partition, offset = m.topic(), m.partition(), m.offset()
-            if m.error() is not None or topic is None or partition is None or offset is None:
-                continue  # a record (no error) has all three; librdkafka's types allow None
-            offsets.append(((topic, partition), offset))
-        _processed(telemetry, offsets)
-        recorder.observe(consumer)
-        generation = confluent_generation(consumer)
-        loop.status.write(generation if generation is not None and generation >= 0 else None,
-                          len(consumer.assignment()))
-        if loop.on_tick is not None:
-            loop.on_tick()
-    consumer.close()  # revokes (recorded, commits) and leaves the group
-    telemetry.close()
-
-
-def _kafka_python_generation(consumer: Any) -> int | None:
-    """kafka-python keeps the generation in its coordinator (no public API)."""
-    try:
-        generation = int(consumer._coordinator._generation.generation_id)
-    except (AttributeError, TypeError, ValueError):
-        return None
-    return generation if generation >= 0 else None
-
-
-def _member_kafka_python(args: argparse.Namespace, loop: MemberLoop) -> None:
-    from kafka import KafkaConsumer
-    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-    from kafka.coordinator.assignors.range import RangePartitionAssignor
-
-    from aiogroup.observability.telemetry import JsonlTelemetry, KafkaPythonListener
-
-    telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
-    assignor = CooperativeStickyAssignor if args.assignor == COOP else RangePartitionAssignor
-    consumer = KafkaConsumer(
-        bootstrap_servers=args.bootstrap,
-        group_id=args.group,
-        client_id=args.name,
-        partition_assignment_strategy=[assignor],
-        session_timeout_ms=args.session_ms,
-        heartbeat_interval_ms=args.heartbeat_ms,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    class Work:
-        def on_partitions_revoked(self, revoked: Any) -> None:
-            _commit_quietly(consumer.commit)  # what was consumed
-            time.sleep(args.revoke_ms / 1000)  # the application's further revocation work
-
-        def on_partitions_assigned(self, assigned: Any) -> None:
-            pass
-
-    listener = KafkaPythonListener(telemetry, Work(),
-                                   consumer=consumer, protocol=args.assignor,
-                                   group_id=args.group)
-    # Know the topic before the first JoinGroup (kafka-python 3.0.12 may otherwise join with no
-    # metadata and rejoin; see tests/integration/peer_proc.py).
-    for _ in range(100):
-        if consumer.partitions_for_topic(args.topic):
-            break
-    consumer.subscribe([args.topic], listener=listener)
-    while not loop.stop.is_set():
-        batch = consumer.poll(timeout_ms=int(loop.tick_s * 1000), max_records=500)
-        _processed(telemetry, [((tp.topic, tp.partition), r.offset)
-                               for tp, records in batch.items() for r in records])
-        listener.observe(consumer)
-        loop.status.write(_kafka_python_generation(consumer), len(consumer.assignment()))
-        if loop.on_tick is not None:
-            loop.on_tick()
-    consumer.close()
-    telemetry.close()
-
-
-def _commit_quietly(commit: Callable[[], Any]) -> None:
-    """A peer's synchronous commit in its revocation callback; nothing to commit is no error."""
-    try:
-        commit()
-    except Exception as exc:  # the peers raise their own types
-        print(f"commit in revocation: {exc!r}", file=sys.stderr)
-
-
-def _processed(telemetry: Any, offsets: Sequence[tuple[tuple[str, int], int]]) -> None:
-    """One ``processed`` event per partition of a poll's records (first and last offset)."""
-    spans: dict[tuple[str, int], list[int]] = {}
-    for tp, offset in offsets:
-        span = spans.setdefault(tp, [offset, offset])
-        span[0], span[1] = min(span[0], offset), max(span[1], offset)
-    for tp, (first, last) in spans.items():
-        telemetry.processed(tp, first, last)
-
-
-def _member_aiogroup(args: argparse.Namespace, loop: MemberLoop) -> None:
-    from aiogroup import Consumer
-    from aiogroup.client import GroupMember
-    from aiogroup.consumer.errors import ConsumerStoppedError
-    from aiogroup.observability.telemetry import JsonlTelemetry
-
-    telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
-
-    class Work:
-        async def on_partitions_revoked(self, revoked: Any) -> None:
-            await asyncio.sleep(args.revoke_ms / 1000)  # the application's revocation work
-
-        def on_partitions_assigned(self, assigned: Any) -> None:
-            pass
-
-    async def consume() -> None:
-        # aiogroup.Consumer commits what was consumed before a partition is revoked (and on
-        # close), then calls the listener.
-        consumer = Consumer(
-            args.bootstrap, args.group, topics=[args.topic], assignors=[args.assignor],
-            session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
-            client_id=args.name, telemetry=telemetry, auto_offset_reset="earliest",
-            listener=Work() if args.revoke_ms else None,
-        )
-        closing: asyncio.Future[None] | None = None
-        async with consumer:
-            member = consumer.member
-            while True:
-                if loop.stop.is_set() and closing is None:
-                    if args.close:
-                        break  # close() at the end of the block: revoke, then leave
-                    # What a SIGTERM handler does: close() from another task while this
-                    # loop reads on (the default shutdown hands off; the loop ends by
-                    # itself once the partitions have moved).
-                    closing = asyncio.ensure_future(consumer.close())
-                generation = member.generation_id
-                loop.status.write(generation if generation >= 0 else None,
-                                  len(member.assignment), member.state.name)
-                try:
-                    batch = await consumer.getmany(timeout_ms=int(loop.tick_s * 1000),
-                                                   max_records=500)
-                except ConsumerStoppedError:
-                    break  # handed off and left
-                _processed(telemetry, [((tp.topic, tp.partition), r.offset)
-                                       for tp, records in batch.items() for r in records])
-            if closing is not None:
-                await closing
-        telemetry.close()
-
-    async def main() -> None:
-        member = GroupMember(
-            args.bootstrap, args.group, topics=[args.topic], assignors=[args.assignor],
-            session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
-            client_id=args.name, telemetry=telemetry,
-            listener=Work() if args.revoke_ms else None,
-        )
-        async with member:
-            while not loop.stop.is_set():
-                generation = member.generation_id
-                loop.status.write(generation if generation >= 0 else None, len(member.assignment),
-                                  member.state.name)
-                if loop.on_tick is not None:
-                    loop.on_tick()
-                with contextlib.suppress(TimeoutError):  # a status tick, not synchronisation
-                    await asyncio.wait_for(member.changed(), loop.tick_s)
-            await member.close(hand_off=not args.close)
-        telemetry.close()
-
-    asyncio.run(consume() if args.records else main())
-
-
-def _member_aiokafka(args: argparse.Namespace, loop: MemberLoop) -> None:
-    from aiokafka import AIOKafkaConsumer
-
-    from aiogroup.observability.telemetry import AiokafkaListener, JsonlTelemetry
-
-    if args.assignor != RANGE:
-        raise SystemExit("aiokafka speaks only the eager protocol: use range")
-    telemetry = JsonlTelemetry(args.telemetry_dir, args.name, group_id=args.group)
-
-    async def main() -> None:
-        # Commits by hand in the revocation (aiokafka's auto-commit commits there too, but
-        # only what was committed on the interval before), as the peers above do.
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.name,
-            session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
-            enable_auto_commit=False, auto_offset_reset="earliest",
-        )  # fmt: skip
-
-        class Work:
-            async def on_partitions_revoked(self, revoked: Any) -> None:
-                if revoked:
-                    try:
-                        await consumer.commit()  # what was consumed
-                    except Exception as exc:  # aiokafka raises its own types
-                        print(f"commit in revocation: {exc!r}", file=sys.stderr)
-                await asyncio.sleep(args.revoke_ms / 1000)  # further revocation work
-
-            async def on_partitions_assigned(self, assigned: Any) -> None:
-                pass
-
-        listener = AiokafkaListener(telemetry, Work(), consumer=consumer,
-                                    protocol=args.assignor, group_id=args.group)
-        consumer.subscribe([args.topic], listener=listener)
-        await consumer.start()
-        try:
-            while not loop.stop.is_set():
-                batch = await consumer.getmany(timeout_ms=int(loop.tick_s * 1000),
-                                               max_records=500)
-                _processed(telemetry, [((tp.topic, tp.partition), r.offset)
-                                       for tp, records in batch.items() for r in records])
-                generation = listener._generation()
-                loop.status.write(generation, len(consumer.assignment()))
-                if loop.on_tick is not None:
-                    loop.on_tick()
-        finally:
-            # commits nothing more (manual commits) and leaves; aiokafka runs no revocation
-            # callback on stop, so the listener records the release itself
-            await listener.stop()
-        telemetry.close()
-
-    asyncio.run(main())
-
-
-def member_main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="bench_rolling_bounce.py member")
-    p.add_argument("--kind", choices=KINDS, required=True)
-    p.add_argument("--assignor", choices=[COOP, RANGE], required=True)
-    p.add_argument("--bootstrap", required=True)
-    p.add_argument("--group", required=True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--name", required=True)
-    p.add_argument("--session-ms", type=int, required=True)
-    p.add_argument("--heartbeat-ms", type=int, required=True)
-    p.add_argument("--telemetry-dir", required=True)
-    p.add_argument("--status", required=True)
-    p.add_argument("--revoke-ms", type=int, default=0)
-    p.add_argument("--records", action="store_true", help="consume records")
-    p.add_argument("--close", action="store_true",
-                   help="aiogroup: SIGTERM closes at once instead of handing off first")
-    args = p.parse_args(list(argv))
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    loop = MemberLoop(stop, Status(args.status))
-    runner = {"aiogroup": _member_aiogroup, "librdkafka": _member_confluent,
-              "kafka-python": _member_kafka_python, "aiokafka": _member_aiokafka}[args.kind]
-    runner(args, loop)
-    return 0
 
 
 # =========================================================================== the bench
@@ -422,8 +167,16 @@ class Member:
     kind: str
     process: subprocess.Popen[bytes]
     status: Path
+    #: A member that writes no status lines (the Java peer): its telemetry tells the same.
+    telemetry: Path | None = None
+    _read: int = 0
+    _generation: int | None = None
+    _owned: set[tuple[str, int]] = field(default_factory=set)
 
     def last_status(self) -> dict[str, Any] | None:
+        """The member's generation and how many partitions it owns (``gen``, ``owned``)."""
+        if self.telemetry is not None:
+            return self._status_from_telemetry(self.telemetry)
         try:
             lines = self.status.read_text(encoding="utf-8").splitlines()
         except OSError:
@@ -431,6 +184,28 @@ class Member:
         mine = [json.loads(x) for x in lines if x.strip()]
         mine = [x for x in mine if x["pid"] == self.process.pid]
         return mine[-1] if mine else None
+
+    def _status_from_telemetry(self, path: Path) -> dict[str, Any] | None:
+        """From this process's ``joined`` events (one per generation or, under KIP-848, member
+        epoch it enters) and rebalance callbacks, read on from where the last call stopped."""
+        from aiogroup.tools.chaos.checker import read_complete_lines
+
+        lines, self._read = read_complete_lines(path, self._read)
+        for line in lines:
+            e = json.loads(line)
+            if e.get("pid") != self.process.pid:
+                continue  # the member this one replaced, under the same name
+            kind = e.get("type")
+            parts = {(t, int(p)) for t, ps in (e.get("partitions") or {}).items() for p in ps}
+            if kind == "joined":
+                self._generation = int(e["generation_id"])
+            elif kind == "partitions_assigned":
+                self._owned |= parts
+            elif kind in ("partitions_revoked", "partitions_lost"):
+                self._owned -= parts
+        if self._generation is None:
+            return None
+        return {"gen": self._generation, "owned": len(self._owned)}
 
 
 @dataclass
@@ -446,6 +221,8 @@ class RunResult:
     produced: int = 0
     problems: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
+    #: Per bounce (see the module doc): [leave s or None, join s, seen-to-safe s or None].
+    joins: list[list[float | None]] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -453,10 +230,12 @@ class RunResult:
 
 
 @contextlib.contextmanager
-def embedded_broker_process(partitions: int) -> Iterator[str]:
-    """``python -m aiogroup.testing.embedded`` on a free loopback port, stopped by pid;
-    topics
-    are created on first use with ``partitions`` partitions."""
+def embedded_broker_process(partitions: int, *, session_ms: int, heartbeat_ms: int
+                            ) -> Iterator[str]:
+    """``python -m aiogroup.testing.embedded`` on a free loopback port, stopped by pid; topics
+    are created on first use with ``partitions`` partitions. KIP-848 groups get the session and
+    heartbeat interval given (``group.consumer.*``, the minimums lowered as Kafka 4.1.1's are
+    by the KRaft launcher)."""
     from aiogroup.testing.launchers.processes import terminate
     from aiogroup.testing.launchers.tansu import free_port
 
@@ -464,7 +243,11 @@ def embedded_broker_process(partitions: int) -> Iterator[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "aiogroup.testing.embedded", "--host", "127.0.0.1",
          "--port", str(port), "--group-min-session-timeout-ms", "1000",
-         "--initial-rebalance-delay-ms", "0", "--num-partitions", str(partitions)],
+         "--initial-rebalance-delay-ms", "0", "--num-partitions", str(partitions),
+         "--group-consumer", "min.session.timeout.ms=1000",
+         "--group-consumer", "min.heartbeat.interval.ms=100",
+         "--group-consumer", f"session.timeout.ms={session_ms}",
+         "--group-consumer", f"heartbeat.interval.ms={heartbeat_ms}"],
         stdout=subprocess.PIPE,
     )
     try:
@@ -508,13 +291,20 @@ class Bench:
             # In a process of its own, as any broker runs: in the bench process it would share
             # one interpreter with the producer thread and the status polling, and answer late
             # whenever they run.
-            with embedded_broker_process(self.args.partitions) as bootstrap:
+            with embedded_broker_process(self.args.partitions, session_ms=self.args.session_ms,
+                                         heartbeat_ms=self.args.heartbeat_ms) as bootstrap:
                 yield bootstrap, lambda name, n: create_by_metadata(bootstrap, name, n)
         elif kind in ("kafka23", "kafka4"):
             from aiogroup.testing.launchers.kafka import KAFKA4_VERSION, KafkaBroker
 
             version = KAFKA4_VERSION if kind == "kafka4" else None
-            with KafkaBroker(version=version, quick_jit=False) as kafka:
+            # KIP-848 groups take their session and heartbeat interval from the broker: the
+            # same as every classic member is configured with (Kafka 2.3 has no such group).
+            config = {} if version is None else {
+                "group.consumer.session.timeout.ms": str(self.args.session_ms),
+                "group.consumer.heartbeat.interval.ms": str(self.args.heartbeat_ms),
+            }
+            with KafkaBroker(version=version, quick_jit=False, config=config) as kafka:
                 yield kafka.bootstrap, lambda name, n: kafka.create_topic(name, n, timeout=120)
         else:
             raise SystemExit(f"unknown broker {kind!r}")
@@ -526,20 +316,45 @@ class Bench:
         kind = run.spec.kind_of(slot)
         status = run.events.parent / "status" / f"{name}.jsonl"
         status.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "java":
+            return self._start_java(run, bootstrap, topic, name, status)
         log = open(run.events.parent / "status" / f"{name}.stderr", "ab")  # noqa: SIM115
         process = subprocess.Popen(
-            [sys.executable, str(HERE), "member", "--kind", kind, "--assignor", run.spec.assignor,
+            [sys.executable, str(MEMBER_PROGRAM), "--kind", kind, "--assignor", run.spec.assignor,
              "--bootstrap", bootstrap, "--group", run.group, "--topic", topic, "--name", name,
              "--session-ms", str(self.args.session_ms),
              "--heartbeat-ms", str(self.args.heartbeat_ms),
              "--telemetry-dir", str(run.events), "--status", str(status),
-             "--revoke-ms", str(self.args.revoke_ms)]
+             "--revoke-ms", str(self.args.revoke_ms),
+             "--group-protocol", run.spec.group_protocol]
             + (["--records"] if self.args.rate else [])
             + ([] if run.spec.hand_off else ["--close"]),
             stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         log.close()
         return Member(name, kind, process, status)
+
+    def _start_java(self, run: RunResult, bootstrap: str, topic: str, name: str,
+                    status: Path) -> Member:
+        """Apache Kafka's Java consumer (kafka-clients 4.1.1), our peer program: it commits
+        what it processed in its revocation callback, as the other members do, and writes its
+        own telemetry; SIGTERM ends its poll loop and closes it."""
+        from aiogroup.testing.peers import peer_command
+
+        if self.args.revoke_ms:
+            raise SystemExit("--revoke-ms: the Java member has no revocation work to add")
+        argv = peer_command(
+            "java", bootstrap=bootstrap, group=run.group, topic=topic, name=name,
+            assignors=[run.spec.assignor], session_ms=self.args.session_ms,
+            heartbeat_ms=self.args.heartbeat_ms, rebalance_ms=300_000,  # Java's default
+            protocol=run.spec.group_protocol, commit_every_ms=0, max_records=500,
+            telemetry_dir=run.events,
+        )  # fmt: skip
+        log = open(status.with_suffix(".stderr"), "ab")  # noqa: SIM115
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=log)  # fmt: skip
+        log.close()
+        return Member(name, "java", process, status, telemetry=run.events / f"{name}.0000.jsonl")
 
     @staticmethod
     def stop_member(member: Member, run: RunResult, timeout: float = 60.0) -> None:
@@ -557,9 +372,11 @@ class Bench:
     # -- the gate
 
     async def safe(self, bootstrap: str, group: str, members: Sequence[Member],
-                   timeout: float) -> int | None:
-        """Wait until the group is safe to bounce again (as ``aiogroup group watch`` judges)
-        and every live member reports the same generation; return that generation."""
+                   timeout: float, seen: list[float] | None = None) -> int | None:
+        """Wait until the group is safe to bounce again (as ``aiogroup group watch`` judges:
+        for a KIP-848 group from ConsumerGroupDescribe) and every live member reports the same
+        generation (member epoch); return that generation. ``seen`` gets the time
+        (``time.monotonic()``) the broker first listed ``len(members)`` members."""
         from aiogroup.errors import AiogroupError
         from aiogroup.inspector import GroupInspector, assess
 
@@ -583,6 +400,9 @@ class Bench:
                     described = await inspector.describe()
                 except AiogroupError:
                     described = None
+                if (seen is not None and not seen and described is not None
+                        and len(described.members) >= len(members)):
+                    seen.append(time.monotonic())
                 if described is not None and assess(
                         described, expected_members=len(members)).safe:
                     statuses = [m.last_status() for m in members]
@@ -597,6 +417,23 @@ class Bench:
                 await asyncio.sleep(0.05)  # polling the broker and the members, bounded
         finally:
             await inspector.close()
+
+    def _settle_without(self, run: RunResult, bootstrap: str, members: Sequence[Member],
+                        slot: int, signalled: float) -> float | None:
+        """The deploy's restart delay after the stopped member exited, spent watching the
+        group without it: seconds from its SIGTERM to the group safe again without it, or
+        None if not within the delay (the join's figure then includes the rest of the leave)."""
+        others = [m for i, m in enumerate(members) if i != slot]
+        until = time.monotonic() + self.args.restart_delay
+        leave: float | None = None
+        if self.args.restart_delay:
+            with contextlib.suppress(TimeoutError):
+                asyncio.run(self.safe(bootstrap, run.group, others, self.args.restart_delay))
+                leave = time.monotonic() - signalled
+        rest = until - time.monotonic()
+        if rest > 0:
+            time.sleep(rest)  # the deploy's time to start a process
+        return leave
 
     # -- records
 
@@ -662,11 +499,16 @@ class Bench:
             for slot in range(n):
                 if slot:
                     time.sleep(pauses.uniform(0.0, self.args.pause_max))  # deploy pacing
+                signalled = time.monotonic()
                 self.stop_member(members[slot], run)
-                if self.args.restart_delay:
-                    time.sleep(self.args.restart_delay)  # the deploy's time to start a process
+                leave = self._settle_without(run, bootstrap, members, slot, signalled)
+                started = time.monotonic()
                 members[slot] = self.start_member(run, bootstrap, topic, slot)
-                run.final_generation = asyncio.run(self.safe(bootstrap, run.group, members, step))
+                seen: list[float] = []
+                run.final_generation = asyncio.run(
+                    self.safe(bootstrap, run.group, members, step, seen))
+                done = time.monotonic()
+                run.joins.append([leave, done - started, done - seen[0] if seen else None])
             run.clock_s = time.monotonic() - began
             run.window = (wall, wall + run.clock_s)
         except (TimeoutError, RuntimeError) as exc:
@@ -674,179 +516,6 @@ class Bench:
         finally:
             for m in members:
                 self.stop_member(m, run)
-
-
-# =========================================================================== figures
-
-
-def audit(runs: Sequence[RunResult], out: Path, master: str) -> Any:
-    """One Spark audit over every run's events (groups stay separate); returns the session."""
-    import warnings
-
-    from aiogroup.tools.audit.audit import run_audit
-    from aiogroup.tools.audit.session import build_session
-
-    warnings.simplefilter("ignore", FutureWarning)
-    spark = build_session(master, log_level="ERROR", shuffle_partitions=2)
-    result = run_audit(spark, [str(r.events) for r in runs], label="rolling bounce")
-    for name, df in result.datasets.items():
-        df.write.mode("overwrite").parquet(str(out / name))
-    return spark
-
-
-def figures(spark: Any, out: Path, runs: Sequence[RunResult]) -> None:
-    """Each run's figures over the generations of its bounce, computed by Spark from the
-    audit's datasets (``run.figures``)."""
-    from pyspark.sql import functions as F
-
-    rows = [(r.group, r.formed_generation, r.final_generation) for r in runs
-            if r.formed_generation is not None and r.final_generation is not None]
-    if not rows:
-        return
-    windows = spark.createDataFrame(rows, "group string, g0 long, g1 long")
-    in_bounce = (F.col("generation_id") > F.col("g0")) & (F.col("generation_id") <= F.col("g1"))
-    read = spark.read.parquet
-    unowned = read(str(out / "unowned_by_generation")).join(windows, "group").where(in_bounce) \
-        .groupBy("group").agg(F.sum("unowned_partition_s").alias("unowned_s"),
-                              F.max("max_gap_s").alias("max_gap_s"),
-                              F.sum("gaps").alias("stops"))
-    moves = read(str(out / "moves_by_generation")).join(windows, "group").where(in_bounce) \
-        .groupBy("group").agg(F.count(F.lit(1)).alias("rebalances"),
-                              F.sum("moved").alias("moved"), F.sum("min_moves").alias("min_moves"))
-    overlaps = read(str(out / "overlaps")).groupBy("group").agg(
-        F.count(F.lit(1)).alias("overlaps"),
-        F.sum(F.col("violation").cast("long")).alias("violations"))
-    intervals = read(str(out / "intervals")).join(windows, "group")
-    first_release = intervals.where(
-        (F.col("end_gen") >= F.col("g0")) & F.col("end_kind").isin("revoked", "lost")
-    ).groupBy("group").agg(F.min("end").alias("bounce_start"))
-    last_assign = intervals.where(in_bounce).groupBy("group").agg(
-        F.max("start").alias("bounce_end"))
-    stalls = _stalls(spark, runs)
-    table = (windows.select("group").join(unowned, "group", "left").join(moves, "group", "left")
-             .join(overlaps, "group", "left").join(first_release, "group", "left")
-             .join(last_assign, "group", "left").toPandas())
-    by_group = {row["group"]: {k: _num(v) for k, v in row.items() if k != "group"}
-                for row in table.to_dict("records")}
-    for r in runs:
-        row = by_group.get(r.group)
-        if row is None:
-            continue
-        r.figures = {
-            "unowned_s": row["unowned_s"],
-            "max_gap_s": row["max_gap_s"],
-            "stops": int(row["stops"]),
-            "rebalances": int(row["rebalances"]),
-            "moved": int(row["moved"]),
-            "min_moves": int(row["min_moves"]),
-            "overlaps": int(row["overlaps"]),
-            "violations": int(row["violations"]),
-            "bounce_s": row["bounce_end"] - row["bounce_start"],
-            "bounce_start": row["bounce_start"],
-        }
-        if r.group in stalls:
-            r.figures["stall_s"], r.figures["processed"] = stalls[r.group]
-
-
-def _stalls(spark: Any, runs: Sequence[RunResult]) -> dict[str, tuple[float, int]]:
-    """Per run: the longest time between consecutive ``processed`` events of one partition
-    that overlaps the bounce (first SIGTERM to last "safe"), and the records processed."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    rows = [(r.group, *r.window) for r in runs if r.window is not None]
-    if not rows:
-        return {}
-    windows = spark.createDataFrame(rows, "group string, t0 double, t1 double")
-    schema = ("type string, ts double, `group` string, topic string, `partition` long, "
-              "first long, last long")
-    events = spark.read.schema(schema).json([str(r.events) for r in runs]) \
-        .where(F.col("type") == "processed")
-    by_partition = Window.partitionBy("group", "topic", "partition").orderBy("ts")
-    gaps = events.withColumn("prev", F.lag("ts").over(by_partition)).join(windows, "group") \
-        .where(F.col("prev").isNotNull() & (F.col("ts") > F.col("t0"))
-               & (F.col("prev") < F.col("t1")))
-    stall = gaps.groupBy("group").agg(F.max(F.col("ts") - F.col("prev")).alias("stall_s"))
-    processed = events.groupBy("group").agg(
-        F.sum(F.col("last") - F.col("first") + 1).alias("processed"))
-    out: dict[str, tuple[float, int]] = {}
-    for row in stall.join(processed, "group").collect():
-        out[row["group"]] = (float(row["stall_s"]), int(row["processed"]))
-    return out
-
-
-def _num(value: Any) -> float:
-    """A figure from a left join: missing (None, NaN) is 0."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return 0.0 if number != number else number
-
-
-def print_table(runs: Sequence[RunResult]) -> None:
-    head = (f"{'run':<34}{'unowned p-s':>12}{'stops':>6}{'max gap':>9}{'stall s':>8}"
-            f"{'rebal.':>7}{'moved':>6}{'overlaps':>9}{'bounce s':>9}{'clock s':>8}")
-    print(head)
-    for r in runs:
-        f = r.figures
-        if not f:
-            print(f"{r.label:<34}  no figures: {'; '.join(r.problems) or 'no data'}")
-            continue
-        stall = f"{f['stall_s']:.2f}" if "stall_s" in f else "-"
-        print(f"{r.label:<34}{f['unowned_s']:>12.1f}{f['stops']:>6}{f['max_gap_s']:>9.2f}"
-              f"{stall:>8}{f['rebalances']:>7}"
-              f"{f['moved']:>6}{f['overlaps']:>9}{f['bounce_s']:>9.1f}"
-              f"{r.clock_s:>8.1f}")
-        for problem in r.problems:
-            print(f"    ! {problem}")
-
-
-def verdicts(runs: Sequence[RunResult]) -> list[str]:
-    """The targets, per broker: cooperative aiogroup >= 10x less unowned partition-seconds than
-    eager aiogroup, and no more than librdkafka cooperative (same broker, same bench run)."""
-    out: list[str] = []
-    for broker in sorted({r.broker for r in runs}):
-        by = {r.spec.name: r.figures for r in runs if r.broker == broker and r.figures}
-        coop = by.get("aiogroup-coop")
-        if coop is None:
-            continue
-        eager = by.get("aiogroup-eager")
-        if eager is not None:
-            ratio = eager["unowned_s"] / max(coop["unowned_s"], 1e-9)
-            out.append(f"{broker}: aiogroup eager / cooperative unowned partition-seconds = "
-                       f"{eager['unowned_s']:.1f} / {coop['unowned_s']:.1f} = {ratio:.1f}x "
-                       f"({'PASS' if ratio >= 10 else 'MISS'}: target >= 10x)")
-        if eager is not None and "stall_s" in eager and "stall_s" in coop:
-            out.append(f"{broker}: longest stall of a partition, aiogroup eager / cooperative = "
-                       f"{eager['stall_s']:.2f} s / {coop['stall_s']:.2f} s = "
-                       f"{eager['stall_s'] / max(coop['stall_s'], 1e-9):.1f}x")
-        close = by.get("aiogroup-coop-close")
-        if eager is not None and close is not None:
-            ratio = eager["unowned_s"] / max(close["unowned_s"], 1e-9)
-            out.append(f"{broker}: aiogroup eager / cooperative closing without hand-off = "
-                       f"{eager['unowned_s']:.1f} / {close['unowned_s']:.1f} = {ratio:.1f}x")
-        aiokafka = by.get("aiokafka-eager")
-        for name, ours in (("default close()", coop), ("stop, then close()", close)):
-            if aiokafka is None or ours is None:
-                continue
-            line = (f"{broker}: aiokafka / aiogroup {name}: unowned partition-seconds "
-                    f"{aiokafka['unowned_s']:.1f} / {ours['unowned_s']:.1f} = "
-                    f"{aiokafka['unowned_s'] / max(ours['unowned_s'], 1e-9):.1f}x")
-            if "stall_s" in aiokafka and "stall_s" in ours:
-                line += (f"; longest stall {aiokafka['stall_s']:.2f} s / {ours['stall_s']:.2f} s"
-                         f" = {aiokafka['stall_s'] / max(ours['stall_s'], 1e-9):.1f}x")
-            out.append(line)
-        rdk = by.get("librdkafka-coop")
-        if rdk is not None:
-            ratio = rdk["unowned_s"] / max(coop["unowned_s"], 1e-9)
-            out.append(f"{broker}: librdkafka cooperative / aiogroup cooperative = "
-                       f"{rdk['unowned_s']:.1f} / {coop['unowned_s']:.1f} = {ratio:.2f}x "
-                       f"({'PASS' if ratio >= 1 else 'MISS'}: target >= 1, no worse)")
-        bad = [r.label for r in runs if r.broker == broker and r.figures.get("violations")]
-        out.append(f"{broker}: double ownership: "
-                   + ("none (PASS)" if not bad else f"in {', '.join(bad)} (FAIL)"))
-    return out
 
 
 # =========================================================================== entry point
@@ -862,8 +531,15 @@ def bounce_all(bench: Bench, brokers: Sequence[str], specs: Sequence[RunSpec]) -
           flush=True)
     runs: list[RunResult] = []
     for broker in brokers:
+        runnable = [spec for spec in specs
+                    if spec.group_protocol == "classic" or broker in CONSUMER_BROKERS]
+        skipped = [spec.name for spec in specs if spec not in runnable]
+        if skipped:
+            print(f"  {broker}: no KIP-848 consumer groups, skipped {', '.join(skipped)}")
+        if not runnable:
+            continue
         with bench.broker(broker) as (bootstrap, create_topic):
-            for spec in specs:
+            for spec in runnable:
                 began = time.monotonic()
                 run = bench.run(broker, bootstrap, create_topic, spec)
                 runs.append(run)
@@ -880,21 +556,19 @@ def save_runs(work: Path, runs: Sequence[RunResult]) -> None:
         {"broker": r.broker, "run": r.spec.name, "group": r.group, "events": str(r.events),
          "formed_generation": r.formed_generation, "final_generation": r.final_generation,
          "clock_s": r.clock_s, "window": r.window, "produced": r.produced,
-         "problems": r.problems} for r in runs], indent=1))
+         "problems": r.problems, "joins": r.joins} for r in runs], indent=1))
 
 
 def load_runs(work: Path) -> list[RunResult]:
     return [RunResult(x["broker"], run_spec(x["run"]), x["group"], Path(x["events"]),
                       x["formed_generation"], x["final_generation"], x["clock_s"],
                       tuple(x["window"]) if x.get("window") else None, x.get("produced", 0),
-                      list(x["problems"]))
+                      list(x["problems"]), joins=list(x.get("joins", [])))
             for x in json.loads((work / "runs.json").read_text())]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "member":
-        return member_main(argv[1:])
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--broker", choices=["embedded", "kafka23", "kafka4", "both", "all"],
                    default="both", help="both: embedded and kafka23; all: and kafka4")

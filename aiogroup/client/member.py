@@ -684,6 +684,14 @@ class GroupMember:
                 try:
                     item = await asyncio.wait_for(self._queue.get(), timeout)
                 except TimeoutError:
+                    item = None
+                # Awake: what the member may act on before anything is handled. A process
+                # paused past its session (SIGSTOP, a long GC) wakes with its deadline and an
+                # answer both due; its acting set ended at the deadline (a lapse, KAFKA-7026),
+                # not when the answer or the timer fences it.
+                if watch.check(loop.time()):
+                    self._notify()
+                if item is None:
                     before = machine.state
                     self._execute(machine.handle_timer(loop.time()))
                     if machine.state is not before:

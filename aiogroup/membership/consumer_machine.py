@@ -871,11 +871,15 @@ class ConsumerProtocolMachine:
             self._own.given_up()  # the lost partitions are gone whatever happened
             self._join(now)  # (DISCOVERING next, if the coordinator is not known)
         elif self._state is S.RECONCILING:
-            if self._own.reset_pending:  # fenced meanwhile: the rest is lost
+            revoking, fenced = self._own.revoking, self._own.reset_pending
+            if revoking:
+                # The revoked callback returned: those partitions are given up whatever comes
+                # next (never reported lost after it, even when fenced meanwhile).
+                self._own.revoked()
+            if fenced:  # fenced meanwhile: the rest is lost (nothing left: it rejoins)
                 self._lose_all(out)
-            elif self._own.revoking:
-                self._own.revoked()  # revoked first; now assign
-                self._assign(out)
+            elif revoking:
+                self._assign(out)  # revoked first; now assign
             else:
                 self._own.reconciled()
                 self._goto(S.STABLE)  # the next heartbeat acknowledges (_maybe_heartbeat)

@@ -146,9 +146,12 @@ class Ownership:
         return self.reconciling is not None and self.reconciling.phase == "revoking"
 
     def revoked(self) -> None:
-        """3c done: the revoked partitions are gone."""
+        """3c done: the revoked partitions are gone (with nothing left, nothing is owed as
+        lost after a reset either)."""
         assert self.reconciling is not None
         self.owned = self.owned - self.reconciling.revoked
+        if not self.owned:
+            self.reset_pending = False
 
     def take_assignment(self) -> Reconcile:
         """3b: own the new assignment (its assigned callback comes next)."""

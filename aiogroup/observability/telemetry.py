@@ -61,8 +61,10 @@ Clock = Callable[[], float]
 
 
 def rebalance_protocol_of(protocol: str | None) -> str:
-    """``"cooperative"`` for cooperative assignors (KIP-429), ``"eager"`` otherwise."""
-    if protocol and "cooperative" in protocol.lower():
+    """``"cooperative"`` for cooperative assignors (KIP-429) and for KIP-848's consumer group
+    protocol (``"consumer"``: the broker assigns, and a member gives up only what moves),
+    ``"eager"`` otherwise."""
+    if protocol and ("cooperative" in protocol.lower() or protocol == "consumer"):
         return "cooperative"
     return "eager"
 

@@ -235,6 +235,17 @@ def test_a_member_running_eager_under_a_cooperative_group_protocol_says_so(
     assert [e["rebalance_protocol"] for e in events[:3]] == ["eager", "eager", "cooperative"]
 
 
+def test_a_consumer_protocol_member_runs_cooperatively(tmp_path: Path) -> None:
+    """KIP-848's group protocol (``"consumer"``, as a librdkafka or Java member with
+    ``group.protocol=consumer`` names it) revokes only what moves: cooperative, not eager."""
+    t = JsonlTelemetry(tmp_path, "m", clock=FakeClock())
+    t.joined("g", "m-1", 3, "consumer")
+    t.joined("g", "m-1", 4, "range")
+    t.close()
+    events = read_events(tmp_path)
+    assert [e["rebalance_protocol"] for e in events[:2]] == ["cooperative", "eager"]
+
+
 def test_observe_records_generations_without_callbacks(tmp_path: Path) -> None:
     from aiogroup.observability.telemetry import ConfluentRecorder
 

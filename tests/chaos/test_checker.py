@@ -365,6 +365,11 @@ def test_verdicts_round_trip_and_summaries_count_by_client(tmp_path: Path) -> No
     assert summary["failing_seeds"] == [7]
     table = markdown_table({"embedded": summary})
     assert "| double ownership (aiogroup; others) | **1** |" in table
+    assert "| members started (aiogroup / librdkafka / kafka-python) | 2 / 2 / 0 |" in table
+    peers = markdown_table({"kafka4": {**summary, "members": {"aiogroup": 2, "java": 1}}})
+    assert "| members started (aiogroup / librdkafka / kafka-python / java) | 2 / 0 / 0 / 1 |" in (
+        peers
+    )
 
 
 def _leader_fault() -> Log:

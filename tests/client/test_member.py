@@ -425,3 +425,47 @@ async def test_a_state_change_made_by_a_timer_is_reported_by_changed(
     ) as m:
         await until(m, lambda: m.state is MemberState.UNJOINED, timeout=10)  # backing off
         await until(m, lambda: m.state is MemberState.JOINING, timeout=10)  # the timer's retry
+
+
+class PausedAnswer(FakeTransport):
+    """The next heartbeat is answered ``code`` only after the whole process stood still for
+    ``pause`` seconds (SIGSTOP, a long GC): its answer and the session deadline are both due
+    when the loop runs again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pause: float | None = None
+        self.paused_code = 25  # UNKNOWN_MEMBER_ID: the coordinator expired the member
+
+    async def heartbeat(self, **kw: Any) -> int:
+        if self.pause is None:
+            return await super().heartbeat(**kw)
+        self._record("heartbeat", **kw)
+        time.sleep(self.pause)  # the process stands still: no other task runs
+        self.pause = None
+        return self.paused_code
+
+
+async def test_an_answer_read_after_the_session_deadline_leaves_the_lapse_at_the_deadline(
+    tmp_path: Path,
+) -> None:
+    """A member paused past its session wakes with the coordinator's answer (UNKNOWN_MEMBER_ID)
+    and its deadline both due. It acted on nothing from the deadline (``assignment`` is empty
+    then, KAFKA-7026), and its telemetry says so: the acting set ends with a ``lapse`` stamped
+    at the deadline, recorded before the answer is handled, not when the answer resets the
+    generation (which the ownership checker would take for a holding up to the answer)."""
+    fake = PausedAnswer()
+    telemetry = JsonlTelemetry(tmp_path, "m")
+    async with make(fake, telemetry=telemetry) as m:
+        await m.wait_for_assignment(timeout=5)
+        fake.pause = 1.5  # session 1 s
+        await until(m, lambda: not m.assignment, timeout=10)
+        await until(m, lambda: m.assignment == ALL, timeout=10)  # rejoined
+    events = [
+        json.loads(line) for p in tmp_path.glob("*.jsonl") for line in p.read_text().splitlines()
+    ]
+    acting = [e for e in events if e["type"] == "acting"]
+    assert [e["reason"] for e in acting[:3]] == ["rebalance", "lapse", "rebalance"]
+    lapse = acting[1]
+    # stamped at the deadline, a second after the last answer, half a second before the wake
+    assert lapse["partitions"] == {} and lapse["at"] < lapse["ts"] - 0.3, lapse

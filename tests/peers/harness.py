@@ -13,9 +13,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,15 @@ CLOSE_BOUND_S = 30.0
 class MemberGroup:
     """Member processes of one group on one topic, with their telemetry in ``out``."""
 
-    def __init__(self, handle: BrokerHandle, out: Path, *, partitions: int = 6) -> None:
+    def __init__(
+        self, handle: BrokerHandle, out: Path, *, partitions: int = 6, session_ms: int = SESSION_MS
+    ) -> None:
         self.handle = handle
         self.out = out
         self.partitions = partitions
+        #: The members' session timeout (under KIP-848 also the group's: see
+        #: :meth:`consumer_group_config`).
+        self.session_ms = session_ms
         tag = uuid.uuid4().hex[:8]
         self.topic = f"peers-{tag}"
         self.group = f"peers-group-{tag}"
@@ -44,13 +50,15 @@ class MemberGroup:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.kinds: dict[str, str] = {}
         self.leaving: set[str] = set()
+        #: Members stopped by SIGSTOP now (:meth:`pause`), with when.
+        self.paused: dict[str, float] = {}
         #: When each member was sent SIGTERM.
         self.stops: dict[str, float] = {}
         self.runner: list[dict[str, Any]] = []
         self.offsets: dict[str, int] = {}
         self.produced = [0] * partitions
         self.log("run_start", broker=handle.kind, topic=self.topic, group=self.group,
-                 partitions=partitions, session_ms=SESSION_MS)  # fmt: skip
+                 partitions=partitions, session_ms=session_ms)  # fmt: skip
         _create_topic(handle.bootstrap, self.topic, partitions)
 
     def log(self, type_: str, **fields: Any) -> None:
@@ -70,7 +78,7 @@ class MemberGroup:
             sys.executable, "-m", "aiogroup.tools.chaos.member", kind,
             "--bootstrap", self.handle.bootstrap, "--group", self.group, "--topic", self.topic,
             "--name", name, "--dir", str(self.dir), "--assignors", ",".join(assignors),
-            "--session-ms", str(SESSION_MS), "--heartbeat-ms", str(HEARTBEAT_MS),
+            "--session-ms", str(self.session_ms), "--heartbeat-ms", str(HEARTBEAT_MS),
             "--rebalance-ms", "10000", "--group-protocol", group_protocol,
         ]  # fmt: skip
         self.start_command(name, kind, argv)
@@ -104,20 +112,75 @@ class MemberGroup:
         self.log("member_exit", member=name, returncode=code, expected=True, signal=None)
         return code
 
+    def kill(self, name: str) -> None:
+        """SIGKILL, waited for (the runner's ``kill`` event, as the chaos runner logs it)."""
+        proc = self.procs[name]
+        self.leaving.add(name)
+        t = time.time()
+        proc.kill()
+        code = proc.wait(10)
+        self.log("member_exit", member=name, returncode=code, expected=True, signal="SIGKILL")
+        self.log("inject", t=t, kind="kill", member=name)
+
+    def pause(self, name: str) -> None:
+        """SIGSTOP: the member stops where it is (no heartbeat, no callback) until
+        :meth:`resume`; it counts as not live meanwhile."""
+        os.kill(self.procs[name].pid, signal.SIGSTOP)
+        self.paused[name] = time.time()
+
+    def resume(self, name: str) -> None:
+        """SIGCONT, logged as the chaos runner logs a pause (``inject`` ``stop``, start and
+        end), which the checker reads as a disturbance of that member."""
+        os.kill(self.procs[name].pid, signal.SIGCONT)
+        started = self.paused.pop(name)
+        self.log("inject", t=started, t_end=time.time(), kind="stop", member=name)
+
     def live(self) -> list[str]:
+        """Members running, not leaving and not paused."""
         return sorted(
-            n for n, p in self.procs.items() if p.poll() is None and n not in self.leaving
+            n
+            for n, p in self.procs.items()
+            if p.poll() is None and n not in self.leaving and n not in self.paused
         )
 
     def close(self) -> dict[str, int]:
         """Stop every member still running; their exit codes."""
         return {name: self.stop(name) for name in self.live()}
 
+    def close_in_turn(self) -> dict[str, int]:
+        """Stop every member still running one at a time, each leaver's partitions taken over
+        (:meth:`converged`) before the next stops; their exit codes. A KIP-848 group needs
+        this: a Java member stopped while its assigned callback for a leaver's partitions is
+        still queued revokes them at close without ever having announced them (its own
+        order, not a fault of the group)."""
+        codes: dict[str, int] = {}
+        for name in self.live():
+            codes[name] = self.stop(name)
+            if self.live():
+                self.wait(self.converged, f"{name}'s partitions handed over")
+        return codes
+
     def kill_all(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
+
+    def consumer_group_config(self, *, heartbeat_ms: int) -> None:
+        """Make the group's KIP-848 session this group's ``session_ms`` and its heartbeat
+        interval ``heartbeat_ms``: group configs (``consumer.session.timeout.ms``,
+        ``consumer.heartbeat.interval.ms``) the broker sends its members, who set neither
+        themselves. Before the first member joins."""
+        if self.handle.embedded is not None:
+            self.handle.embedded.set_group_config(
+                self.group, session_timeout_ms=self.session_ms, heartbeat_interval_ms=heartbeat_ms
+            )
+            return
+        from aiogroup.tools.chaos.brokers import set_consumer_group_config
+
+        set_consumer_group_config(
+            self.handle.bootstrap, self.group, session_ms=self.session_ms, heartbeat_ms=heartbeat_ms
+        )
 
     # -- records ---------------------------------------------------------------------------
 
@@ -130,6 +193,35 @@ class MemberGroup:
                 producer.produce(self.topic, value=b"peer", partition=p)
             self.produced[p] += per_partition
         assert producer.flush(30) == 0, "records not delivered"
+
+    @contextlib.contextmanager
+    def flowing(self, rate: float) -> Iterator[None]:
+        """Records flowing while the block runs: ``rate`` records per second into each
+        partition, from a producer thread; ``produced`` counts those delivered (flushed when
+        the block ends)."""
+        import confluent_kafka as ck
+
+        producer = ck.Producer({"bootstrap.servers": self.handle.bootstrap, "linger.ms": 5})
+        stop = threading.Event()
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                self.produced[msg.partition()] += 1
+
+        def produce() -> None:
+            while not stop.wait(1 / rate):  # the producer's pace
+                for p in range(self.partitions):
+                    producer.produce(self.topic, value=b"peer", partition=p, on_delivery=delivered)
+                producer.poll(0)
+            producer.flush(30)
+
+        thread = threading.Thread(target=produce, name="peers-producer", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(60)
 
     # -- what the members wrote ------------------------------------------------------------
 
@@ -188,6 +280,21 @@ class MemberGroup:
                 )
             time.sleep(0.1)  # the telemetry's polling pace, bounded by the deadline
 
+    def came_back(self, name: str, since: float) -> bool:
+        """``name`` reported partitions lost after ``since`` (fenced, or its session lapsed),
+        then joined the group again and was given partitions (in that order)."""
+        steps = iter(("partitions_lost", "joined", "partitions_assigned"))
+        want = next(steps)
+        for e in self.events().get(name, []):
+            if float(e.get("ts", 0.0)) < since or e.get("type") != want:
+                continue
+            if want == "partitions_assigned" and not e.get("partitions"):
+                continue
+            want = next(steps, "")
+            if not want:
+                return True
+        return False
+
     def stderr_tails(self) -> str:
         return "".join(
             f"--- {p.stem}:\n{p.read_text(errors='replace')[-800:]}\n"
@@ -195,6 +302,10 @@ class MemberGroup:
         )
 
     def verdict(self) -> Verdict:
+        """The checker's judgement; the runner's log is kept beside the members' telemetry
+        (``runner.jsonl``: ``python -m aiogroup.tools.chaos --check OUT`` judges it again)."""
+        with (self.out / "runner.jsonl").open("w", encoding="utf-8") as f:
+            f.writelines(json.dumps(e) + "\n" for e in self.runner)
         return check(self.run_log())
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
+import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -175,3 +176,21 @@ async def test_metadata_auto_creation_rules() -> None:
         assert [t.name for t in everything.topics] == ["x"]
         none = await client.request("Metadata", 1, {"topics": []})  # v1+: [] means none
         assert none.topics == []
+
+
+async def test_metadata_by_topic_id() -> None:
+    """v12+ (KIP-516): topics asked for by id, as a KIP-848 member (librdkafka) resolves the
+    ids of its assignment; an unknown id is UNKNOWN_TOPIC_ID with no name and creates nothing."""
+    async with EmbeddedBroker(topics={"t": 2}) as b, RawClient(b.bootstrap) as client:
+        known = b.log.topics["t"].topic_id
+        unknown = uuid.uuid4()
+        meta = await client.request(
+            "Metadata", 12, {"topics": [{"name": None, "topic_id": i} for i in (known, unknown)]}
+        )
+        found, missing = meta.topics
+        assert (found.error_code, found.name, found.topic_id) == (0, "t", known)
+        assert [p.partition_index for p in found.partitions] == [0, 1]
+        assert (missing.error_code, missing.name, missing.topic_id) == (100, None, unknown)
+        assert list(b.log.topics) == ["t"]
+        by_name = await client.request("Metadata", 12, {"topics": [{"name": "t"}]})
+        assert by_name.topics[0].topic_id == known

@@ -197,3 +197,38 @@ def test_tansu_cli_stops_tansu(clis: list[Cli], sig: signal.Signals) -> None:
     cli.process.send_signal(sig)
     assert cli.process.wait(timeout=30) == 0
     assert not alive(pid)
+
+
+@pytest.mark.timeout(60)
+def test_embedded_broker_cli_sets_the_kip848_group_settings(clis: list[Cli]) -> None:
+    """``--group-consumer NAME=VALUE`` sets Kafka's ``group.consumer.NAME``: a member joining a
+    KIP-848 group is told the interval given (Kafka's default is 5000 ms, its minimum too)."""
+    import asyncio
+
+    from aiogroup.testing.embedded.client import RawClient
+
+    port = free_port()
+    settings = ("min.heartbeat.interval.ms=100", "heartbeat.interval.ms=300",
+                "min.session.timeout.ms=1000", "session.timeout.ms=4000")  # fmt: skip
+    args = [a for s in settings for a in ("--group-consumer", s)]
+    cli = Cli("aiogroup.testing.embedded", "--port", str(port), "--topic", "t:2", *args)
+    clis.append(cli)
+    cli.wait_for("aiogroup", 30)
+
+    async def join() -> tuple[int, int]:
+        async with RawClient(f"127.0.0.1:{port}") as client:
+            r = await client.request("ConsumerGroupHeartbeat", 1, {
+                "group_id": "g", "member_id": "m" * 22, "member_epoch": 0, "instance_id": None,
+                "rack_id": None, "rebalance_timeout_ms": 1000, "subscribed_topic_names": ["t"],
+                "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": [],
+            })  # fmt: skip
+            return r.error_code, r.heartbeat_interval_ms
+
+    assert asyncio.run(join()) == (0, 300)
+    cli.process.send_signal(signal.SIGTERM)
+    assert cli.process.wait(timeout=30) == 0
+    bad = subprocess.run(
+        [sys.executable, "-m", "aiogroup.testing.embedded", "--group-consumer", "session=1"],
+        capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert bad.returncode == 2 and "min.session.timeout.ms" in bad.stderr

@@ -3,6 +3,8 @@
 ::
 
     python -m aiogroup.testing.embedded --port 9092 --topic t:3 --flavour kafka2
+    python -m aiogroup.testing.embedded --group-consumer min.session.timeout.ms=1000 \\
+        --group-consumer session.timeout.ms=10000      # KIP-848 groups' broker settings
     python -m aiogroup.testing.embedded --listener SASL_SSL:9094 --ssl-cert broker.pem \\
         --ssl-key broker.key --scram-user alice:secret
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import ssl
@@ -22,6 +25,7 @@ from typing import Any
 
 from aiogroup.errors import ConfigurationError
 from aiogroup.testing.embedded.broker import EmbeddedBroker
+from aiogroup.testing.embedded.consumer_messages import ConsumerGroupSettings
 from aiogroup.testing.embedded.rules import CoordinatorConfig
 from aiogroup.testing.listeners import Listener
 from aiogroup.testing.sasl import MECHANISMS, SaslCredentials
@@ -39,11 +43,45 @@ def _parse_topic(spec: str) -> tuple[str, int]:
         ) from None
 
 
+#: ``--group-consumer NAME=VALUE``: Kafka's ``group.consumer.NAME`` broker settings, each a
+#: :class:`ConsumerGroupSettings` field (dots for underscores).
+GROUP_CONSUMER_SETTINGS = tuple(
+    f.name.replace("_", ".") for f in dataclasses.fields(ConsumerGroupSettings)
+)
+
+
+def _parse_group_consumer(spec: str) -> tuple[str, Any]:
+    name, sep, value = spec.partition("=")
+    if not sep or name not in GROUP_CONSUMER_SETTINGS:
+        raise argparse.ArgumentTypeError(
+            f"bad setting {spec!r} (want NAME=VALUE, NAME one of "
+            f"{', '.join(GROUP_CONSUMER_SETTINGS)})"
+        )
+    field = name.replace(".", "_")
+    if field == "assignors":
+        return field, tuple(a.strip() for a in value.split(",") if a.strip())
+    if field == "migration_policy":
+        return field, value
+    try:
+        return field, int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad setting {spec!r} ({name} is a number)") from None
+
+
+def consumer_group_settings(specs: list[tuple[str, Any]] | None) -> ConsumerGroupSettings:
+    """The ``group.consumer.*`` settings ``--group-consumer`` gave, Kafka's defaults else."""
+    try:
+        return ConsumerGroupSettings(**dict(specs or []))
+    except ConfigurationError as exc:
+        raise SystemExit(f"--group-consumer: {exc}") from None
+
+
 async def _run_cli(args: argparse.Namespace) -> None:
     config = CoordinatorConfig(
         initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
         group_min_session_timeout_ms=args.group_min_session_timeout_ms,
         flavour=args.flavour,
+        consumer_group=consumer_group_settings(args.group_consumer),
     )
     broker = EmbeddedBroker(
         host=args.host,
@@ -93,6 +131,14 @@ def main(argv: list[str] | None = None) -> None:
         choices=["kafka4", "kafka3", "kafka2"],
         default="kafka4",
         help="the Kafka generation whose coordinator rules to follow (kafka2: Kafka 2.3)",
+    )
+    parser.add_argument(
+        "--group-consumer",
+        action="append",
+        type=_parse_group_consumer,
+        metavar="NAME=VALUE",
+        help="a KIP-848 broker setting group.consumer.NAME, Kafka's name and default "
+        f"(repeatable; NAME: {', '.join(GROUP_CONSUMER_SETTINGS)}; assignors comma-separated)",
     )
     parser.add_argument("--log-level", default="WARNING")
     add_cli_arguments(parser)

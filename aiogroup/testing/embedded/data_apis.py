@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,13 @@ from aiogroup.testing.embedded.log import CorruptBatchError, valid_topic_name
 from aiogroup.testing.embedded.messages import ErrorCode
 
 __all__ = ["DataApis"]
+
+
+def _requested_ids(requested: Any) -> list[uuid.UUID]:
+    """The topic ids a Metadata request names (none but zero: it names topics by name). As
+    Kafka, a request naming any id is answered for its ids alone."""
+    ids = [getattr(t, "topic_id", None) for t in requested or ()]
+    return [i for i in ids if isinstance(i, uuid.UUID) and i.int != 0]
 
 
 class DataApis:
@@ -82,6 +90,9 @@ class DataApis:
         b = req.body
         v = req.api_version
         requested = b.topics
+        by_id = _requested_ids(requested) if v >= 12 else []
+        if by_id:  # v12+ (KIP-516): topics named by id, as a KIP-848 member resolves its own
+            return self._metadata_answer(conn, [self._topic_by_id(i) for i in by_id])
         if requested is None or (v == 0 and not requested):
             names = sorted(self._node.log.topics)
         else:
@@ -98,6 +109,23 @@ class DataApis:
                 if self._node.auto_create_topics and allow_auto:
                     self._node.log.create_topic(name, self._node.num_partitions)
             topics.append(self._topic_metadata(name))
+        return self._metadata_answer(conn, topics)
+
+    def _topic_by_id(self, topic_id: uuid.UUID) -> Values:
+        """A topic asked for by id: its metadata, or UNKNOWN_TOPIC_ID with no name (Kafka's
+        ``KafkaApis.handleTopicMetadataRequest``; an id never creates a topic)."""
+        for name, topic in self._node.log.topics.items():
+            if topic.topic_id == topic_id:
+                return self._topic_metadata(name)
+        return {
+            "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+            "name": None,
+            "topic_id": topic_id,
+            "is_internal": False,
+            "partitions": [],
+        }
+
+    def _metadata_answer(self, conn: Connection, topics: list[Values]) -> Values:
         return {
             "brokers": [
                 {

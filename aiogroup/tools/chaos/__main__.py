@@ -4,6 +4,7 @@
     python -m aiogroup.tools.chaos --broker kafka23 --seed 1234         # replay one run's plan
     python -m aiogroup.tools.chaos --broker all --runs 200 --out runs/  # the long run, every broker
     python -m aiogroup.tools.chaos --broker tansu --runs 50 --jobs 2    # two runs at a time
+    python -m aiogroup.tools.chaos --broker kafka4 --group-protocol consumer --runs 20  # KIP-848
     python -m aiogroup.tools.chaos --check runs/embedded-1234           # judge a kept run again
     python -m aiogroup.tools.chaos --table runs/                        # the table of written runs
 
@@ -23,9 +24,14 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from aiogroup.tools.chaos.brokers import BROKERS, start_broker
+from aiogroup.tools.chaos.brokers import BROKERS, CONSUMER_PROTOCOL_BROKERS, start_broker
 from aiogroup.tools.chaos.checker import RunLog, Verdict, check, summarize
-from aiogroup.tools.chaos.member import DEFAULT_KINDS, KINDS
+from aiogroup.tools.chaos.member import (
+    CONSUMER_PROTOCOL_DEFAULT_KINDS,
+    CONSUMER_PROTOCOL_KINDS,
+    DEFAULT_KINDS,
+    KINDS,
+)
 from aiogroup.tools.chaos.report import markdown_table
 from aiogroup.tools.chaos.runner import EVENT_KINDS, ChaosConfig, run_once
 
@@ -57,8 +63,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--kinds",
         type=_csv(KINDS),
-        default=DEFAULT_KINDS,
-        help=f"member kinds to mix (default {','.join(DEFAULT_KINDS)}; java and franz-go too)",
+        default=None,
+        help=f"member kinds to mix (default {','.join(DEFAULT_KINDS)}; java and franz-go too; "
+        f"with --group-protocol consumer: {','.join(CONSUMER_PROTOCOL_DEFAULT_KINDS)}, of "
+        f"{','.join(CONSUMER_PROTOCOL_KINDS)})",
+    )
+    p.add_argument(
+        "--group-protocol",
+        choices=("classic", "consumer"),
+        default="classic",
+        help="consumer: KIP-848 consumer groups, on the brokers that serve them "
+        f"({', '.join(CONSUMER_PROTOCOL_BROKERS)}); the group's session and heartbeat "
+        "interval are set broker side",
     )
     p.add_argument("--events", type=_csv(EVENT_KINDS), default=EVENT_KINDS, help="event kinds")
     p.add_argument("--out", type=Path, default=Path("chaos-runs"), help="where runs are written")
@@ -175,6 +191,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 1:
         print("--runs must be >= 1", file=sys.stderr)
         return 2
+    consumer = args.group_protocol == "consumer"
+    if args.kinds is None:
+        args.kinds = CONSUMER_PROTOCOL_DEFAULT_KINDS if consumer else DEFAULT_KINDS
+    elif consumer and not set(args.kinds) <= set(CONSUMER_PROTOCOL_KINDS):
+        wrong = sorted(set(args.kinds) - set(CONSUMER_PROTOCOL_KINDS))
+        print(f"--group-protocol consumer: {', '.join(wrong)} speaks only the classic protocol",
+              file=sys.stderr)  # fmt: skip
+        return 2
     base = args.seed if args.seed is not None else random.randrange(1_000_000)
     if args.jobs > 1 and args.shard is None:
         print(f"chaos: seeds {base}..{base + args.runs - 1}, {args.jobs} jobs", flush=True)
@@ -182,6 +206,14 @@ def main(argv: list[str] | None = None) -> int:
     k, n = args.shard or (0, 1)
     indices = range(k, args.runs, n)
     brokers = list(BROKERS) if args.broker == "all" else [args.broker]
+    if args.group_protocol == "consumer":
+        if args.broker == "all":
+            brokers = list(CONSUMER_PROTOCOL_BROKERS)
+        wrong = [b for b in brokers if b not in CONSUMER_PROTOCOL_BROKERS]
+        if wrong:
+            print(f"--group-protocol consumer: {', '.join(wrong)} serves no KIP-848 group "
+                  f"(use {', '.join(CONSUMER_PROTOCOL_BROKERS)})", file=sys.stderr)  # fmt: skip
+            return 2
     print(f"chaos: seeds {base}..{base + args.runs - 1} on {', '.join(brokers)}", flush=True)
     summaries = {}
     failed = False
@@ -203,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                     rebalance_ms=args.rebalance_ms,
                     kinds=args.kinds,
                     events=args.events,
+                    group_protocol=args.group_protocol,
                     keep=args.keep,
                 )
                 t0 = time.monotonic()

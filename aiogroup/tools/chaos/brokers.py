@@ -2,13 +2,14 @@
 
 * ``embedded``: aiogroup's own broker (:class:`aiogroup.testing.ThreadedBroker`) in the
   runner's process: restarts (``broker.restart()``), connection cuts (``broker.faults.cut``)
-  and the coordinator's view of the group (state, generation, leader, members) as truth.
-* ``kafka23``: Apache Kafka 2.3.0 with ZooKeeper on the local JVM
+  and the coordinator's view of the group (state, generation, leader, members; a KIP-848
+  group's epochs and each member's epoch and assignment) as truth.
+* ``kafka23``, ``kafka4``: Apache Kafka 2.3.0 with ZooKeeper, or 4.1.1 (KRaft), on the local JVM
   (:class:`aiogroup.testing.launchers.kafka.KafkaBroker`), behind a
   :class:`~aiogroup.tools.chaos.proxy.CuttingProxy` that the broker advertises, so connections can
-  be cut; restarts with ``KafkaBroker.restart_broker()``; truth from DescribeGroups and the
-  coordinator's lines in ``server.log`` (rebalances with their reason, members removed,
-  generations).
+  be cut; restarts with ``KafkaBroker.restart_broker()``; truth from DescribeGroups (on 4.x,
+  ConsumerGroupDescribe for a KIP-848 group) and the Scala coordinator's lines in
+  ``server.log`` (Kafka 2.3: rebalances with their reason, members removed, generations).
 * ``tansu``: the Tansu binary (``aiogroup[broker]``) behind the proxy. No restarts: its storage
   is in memory, so a restarted Tansu is a new, empty cluster (topics and offsets gone), not a
   restart. Its known deviations from Kafka (docs/brokers.md) are marked by the checker.
@@ -32,9 +33,17 @@ from aiogroup.tools.chaos.proxy import CuttingProxy
 if TYPE_CHECKING:
     from aiogroup.testing.launchers.kafka import KafkaBroker
 
-__all__ = ["BROKERS", "ChaosBroker", "start_broker"]
+__all__ = [
+    "BROKERS",
+    "CONSUMER_PROTOCOL_BROKERS",
+    "ChaosBroker",
+    "set_consumer_group_config",
+    "start_broker",
+]
 
 BROKERS = ("embedded", "kafka23", "kafka4", "tansu")
+#: The brokers whose coordinator serves KIP-848 consumer groups (``--group-protocol consumer``).
+CONSUMER_PROTOCOL_BROKERS = ("embedded", "kafka4")
 
 
 class ChaosBroker(Protocol):
@@ -43,6 +52,8 @@ class ChaosBroker(Protocol):
     bootstrap: str
     can_restart: bool
     can_cut: bool
+    #: The group protocols its coordinator serves: ``"classic"``, and ``"consumer"`` (KIP-848).
+    group_protocols: tuple[str, ...]
 
     def create_topic(self, name: str, partitions: int) -> None: ...
 
@@ -54,6 +65,9 @@ class ChaosBroker(Protocol):
 
     def truth(self, group: str) -> list[dict[str, Any]]:
         """What the broker says about ``group`` that changed since the last call."""
+
+    def set_consumer_group_config(self, group: str, *, session_ms: int, heartbeat_ms: int) -> None:
+        """A KIP-848 group's session and heartbeat interval (its group configs)."""
 
     def stop(self) -> None: ...
 
@@ -75,12 +89,22 @@ class EmbeddedChaosBroker:
     kind = "embedded"
     can_restart = True
     can_cut = True
+    #: Its ``kafka4`` flavour serves KIP-848 consumer groups, as Kafka 4.x does.
+    group_protocols: tuple[str, ...] = ("classic", "consumer")
 
     def __init__(self) -> None:
         from aiogroup.testing import ThreadedBroker
+        from aiogroup.testing.embedded.consumer_messages import ConsumerGroupSettings
         from aiogroup.testing.embedded.rules import CoordinatorConfig
 
-        config = CoordinatorConfig(initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
+        # Short sessions, for classic groups and (as the KRaft test brokers allow) KIP-848 ones.
+        config = CoordinatorConfig(
+            initial_rebalance_delay_ms=0,
+            group_min_session_timeout_ms=1000,
+            consumer_group=ConsumerGroupSettings(
+                min_session_timeout_ms=1000, min_heartbeat_interval_ms=100
+            ),
+        )
         self.threaded = ThreadedBroker(coordinator_config=config).start()
         self.bootstrap = self.threaded.bootstrap
         self._snapshots: dict[str, _Snapshots] = {}
@@ -97,10 +121,21 @@ class EmbeddedChaosBroker:
     def truth(self, group: str) -> list[dict[str, Any]]:
         try:
             view = self.threaded.group(group)
+            consumer = self.threaded.consumer_group(group) if view is None else None
         except Exception:  # restarting: no view now
             return []
         snap = None
-        if view is not None:
+        if consumer is not None:  # a KIP-848 consumer group
+            snap = {
+                "state": consumer.state,
+                "group_epoch": consumer.group_epoch,
+                "assignment_epoch": consumer.assignment_epoch,
+                "members": sorted(
+                    [m.member_id, m.client_id, m.member_epoch, sorted(p for _, p in m.assigned)]
+                    for m in consumer.members
+                ),
+            }
+        elif view is not None:
             snap = {
                 "state": view.state,
                 "generation": view.generation_id,
@@ -110,6 +145,11 @@ class EmbeddedChaosBroker:
                 ),
             }
         return self._snapshots.setdefault(group, _Snapshots()).changed(snap)
+
+    def set_consumer_group_config(self, group: str, *, session_ms: int, heartbeat_ms: int) -> None:
+        self.threaded.set_group_config(
+            group, session_timeout_ms=session_ms, heartbeat_interval_ms=heartbeat_ms
+        )
 
     def stop(self) -> None:
         self.threaded.stop()
@@ -122,6 +162,51 @@ def _assigned(data: bytes | None) -> list[int]:
         return sorted(p for ps in decode_assignment(data).partitions.values() for p in ps)
     except Exception:
         return []
+
+
+#: IncrementalAlterConfigs (KIP-339) resource type of a group's configs (KIP-848), and SET.
+_GROUP_RESOURCE, _SET = 32, 0
+
+
+def set_consumer_group_config(
+    bootstrap: str, group: str, *, session_ms: int, heartbeat_ms: int
+) -> None:
+    """Give a KIP-848 consumer group its own ``consumer.session.timeout.ms`` and
+    ``consumer.heartbeat.interval.ms`` on an Apache Kafka 4.x broker (what ``kafka-configs
+    --alter --entity-type groups`` sends: IncrementalAlterConfigs v0 of the group resource,
+    without a JVM). The broker bounds them by its ``group.consumer.min/max.*`` settings; a
+    refusal raises ``RuntimeError`` with the broker's message. The members read them from
+    their next heartbeat answers: set them before the first member joins."""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+
+    host, _, port = bootstrap.rpartition(":")
+    configs = {"consumer.session.timeout.ms": session_ms,
+               "consumer.heartbeat.interval.ms": heartbeat_ms}  # fmt: skip
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=_GROUP_RESOURCE,
+        resource_name=group,
+        configs=[
+            IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig(
+                name=name, config_operation=_SET, value=str(value)
+            )
+            for name, value in configs.items()
+        ],
+    )
+    request = IncrementalAlterConfigsRequest(version=0, resources=[resource], validate_only=False)
+    request.with_header(correlation_id=1, client_id="aiogroup-chaos-config")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.settimeout(10)
+        sock.sendall(bytes(request.encode(header=True, framed=True)))
+        size = wire.frame_size(wire.recv_exactly(sock, 4))
+        response = IncrementalAlterConfigsResponse.decode(
+            wire.recv_exactly(sock, size), version=0, header=True
+        )
+    for r in response.responses:
+        if r.error_code:
+            raise RuntimeError(
+                f"consumer group configs of {group!r} refused: error {r.error_code} "
+                f"({r.error_message})"
+            )
 
 
 def _describe(host: str, port: int, group: str) -> dict[str, Any] | None:
@@ -142,6 +227,49 @@ def _describe(host: str, port: int, group: str) -> dict[str, Any] | None:
         "error_code": int(g.error_code),
         "members": sorted(
             [m.member_id, m.client_id, _assigned(m.member_assignment)] for m in g.members
+        ),
+    }
+
+
+#: DescribeGroups' answer for a group the coordinator has no classic group of.
+_GROUP_ID_NOT_FOUND = 69
+
+
+def _describe_consumer_group(host: str, port: int, group: str) -> dict[str, Any] | None:
+    """ConsumerGroupDescribe v0 (KIP-848): the group's state and epochs, each member's epoch
+    and assignment; None when unanswered or unknown."""
+    from aiogroup.inspector import parse_consumer_group
+    from aiogroup.protocol.messages import (
+        ConsumerGroupDescribeRequest,
+        ConsumerGroupDescribeResponse,
+    )
+
+    request = ConsumerGroupDescribeRequest(
+        version=0, group_ids=[group], include_authorized_operations=False
+    )
+    request.with_header(correlation_id=1, client_id="aiogroup-chaos-truth")
+    try:
+        with socket.create_connection((host, port), timeout=2) as sock:
+            sock.settimeout(2)
+            sock.sendall(bytes(request.encode(header=True, framed=True)))
+            size = wire.frame_size(wire.recv_exactly(sock, 4))
+            response = ConsumerGroupDescribeResponse.decode(
+                wire.recv_exactly(sock, size), version=0, header=True
+            )
+    except Exception:
+        return None
+    groups = list(response.groups or ())
+    if len(groups) != 1 or groups[0].error_code:
+        return None
+    g = parse_consumer_group(groups[0])
+    return {
+        "state": g.state,
+        "group_epoch": g.group_epoch,
+        "assignment_epoch": g.assignment_epoch,
+        "members": sorted(
+            [m.member_id, m.client_id, m.member_epoch, sorted(p.partition for p in assigned)]
+            for m in g.members
+            for assigned in [m.assignment or ()]
         ),
     }
 
@@ -228,6 +356,10 @@ class ApacheKafkaChaosBroker:
 
         version = shared.version if shared is not None else (version or KAFKA_VERSION)
         self.kind = "kafka23" if version.startswith("2.") else "kafka4"
+        #: Kafka 4.x serves KIP-848 consumer groups by default.
+        self.group_protocols: tuple[str, ...] = (
+            ("classic",) if self.kind == "kafka23" else ("classic", "consumer")
+        )
 
         self.proxy: CuttingProxy | None = None
         if shared is not None:
@@ -270,10 +402,19 @@ class ApacheKafkaChaosBroker:
         with self._lock:
             log = self._logs.setdefault(group, _ServerLog(self.kafka.log_file))
             out = log.read(group)
-        out += self._snapshots.setdefault(group, _Snapshots()).changed(
-            _describe(self.kafka.host, self.kafka.port, group)
-        )
+        snapshot = _describe(self.kafka.host, self.kafka.port, group)
+        if "consumer" in self.group_protocols and (
+            snapshot is None or snapshot["error_code"] == _GROUP_ID_NOT_FOUND
+        ):
+            # A KIP-848 group is no classic group: DescribeGroups does not know it.
+            snapshot = _describe_consumer_group(self.kafka.host, self.kafka.port, group)
+        out += self._snapshots.setdefault(group, _Snapshots()).changed(snapshot)
         return out
+
+    def set_consumer_group_config(self, group: str, *, session_ms: int, heartbeat_ms: int) -> None:
+        set_consumer_group_config(
+            self.kafka.bootstrap, group, session_ms=session_ms, heartbeat_ms=heartbeat_ms
+        )
 
     def stop(self) -> None:
         if not self._owned:
@@ -289,6 +430,7 @@ class TansuChaosBroker:
     kind = "tansu"
     can_restart = False
     can_cut = True
+    group_protocols: tuple[str, ...] = ("classic",)
 
     def __init__(self) -> None:
         from aiogroup.testing.launchers.tansu import TansuBroker
@@ -322,6 +464,9 @@ class TansuChaosBroker:
         return self._snapshots.setdefault(group, _Snapshots()).changed(
             _describe(self.tansu.host, self.tansu.port, group)
         )
+
+    def set_consumer_group_config(self, group: str, *, session_ms: int, heartbeat_ms: int) -> None:
+        raise NotImplementedError("Tansu does not serve KIP-848 consumer groups")
 
     def stop(self) -> None:
         try:

@@ -21,7 +21,13 @@ KIND is one of :data:`KINDS`:
     them with ``--kinds``.
 
 All use the cooperative-sticky assignor (KIP-429; ``--assignors`` changes it for every kind but
-kafka-python) and write one JSON Lines file in the shared
+kafka-python). With ``--group-protocol consumer`` (KIP-848, Kafka 4.x) the broker assigns
+instead, with its default assignor: every kind but kafka-python speaks it
+(:data:`CONSUMER_PROTOCOL_KINDS`: aiogroup's ``group_protocol="consumer"``, librdkafka's and
+Java's ``group.protocol=consumer``, franz-go's ``ServerSideBalancer``), and the group's session
+and heartbeat interval are the broker's (the group configs ``consumer.session.timeout.ms`` and
+``consumer.heartbeat.interval.ms``; the runner sets them). Every member writes one JSON Lines
+file in the shared
 telemetry schema (:mod:`aiogroup.observability.telemetry`) to ``--dir``: ``joined``, the rebalance
 callbacks,
 ``processed`` (records handed to the application, per partition and batch, stamped when the
@@ -52,7 +58,16 @@ from typing import Any
 from aiogroup.observability.telemetry import JsonlTelemetry
 from aiogroup.protocol.types import TopicPartition
 
-__all__ = ["CLIENT_OF", "DEFAULT_KINDS", "KINDS", "PEER_KINDS", "main"]
+__all__ = [
+    "CLIENT_OF",
+    "CONSUMER_PROTOCOL_DEFAULT_KINDS",
+    "CONSUMER_PROTOCOL_KINDS",
+    "DEFAULT_KINDS",
+    "KINDS",
+    "PEER_KINDS",
+    "librdkafka_group_options",
+    "main",
+]
 
 #: Member kinds and the client (library) each runs: violations are attributed to the client.
 CLIENT_OF = {
@@ -68,6 +83,13 @@ KINDS = tuple(CLIENT_OF)
 PEER_KINDS = ("java", "franz-go")
 #: The kinds a run draws from unless told (the seeds' plans keep their meaning).
 DEFAULT_KINDS = tuple(k for k in KINDS if k not in PEER_KINDS)
+#: The kinds that speak KIP-848's consumer group protocol (``--group-protocol consumer``):
+#: kafka-python 3 speaks only the classic protocol.
+CONSUMER_PROTOCOL_KINDS = tuple(k for k in KINDS if k != "kafka-python")
+#: The kinds a KIP-848 run draws from unless told: Java's consumer is the protocol's reference
+#: client (a JDK is there for Kafka anyway); franz-go on request (a Go toolchain builds it, and
+#: franz-go itself advises its KIP-848 mode only from Kafka 4.3 on).
+CONSUMER_PROTOCOL_DEFAULT_KINDS = ("aiogroup", "aiogroup-consumer", "librdkafka", "java")
 ASSIGNOR = "cooperative-sticky"
 #: Records handed to the application per poll (small batches: fine-grained evidence).
 MAX_RECORDS = 50
@@ -219,6 +241,24 @@ def _committed(
         telemetry.offsets_committed(offsets, generation, started=started)
 
 
+def librdkafka_group_options(
+    group_protocol: str, *, assignors: str, session_ms: int, heartbeat_ms: int
+) -> dict[str, Any]:
+    """The group settings of a librdkafka member (``assignors``: comma-separated). Under
+    KIP-848 (``group.protocol=consumer``)
+    librdkafka refuses ``partition.assignment.strategy`` (the broker assigns, with its default
+    assignor unless ``group.remote.assignor`` names one), ``session.timeout.ms`` and
+    ``heartbeat.interval.ms`` (the group's, set broker side: ``consumer.session.timeout.ms``,
+    ``consumer.heartbeat.interval.ms``); a client that sets them fails to start."""
+    if group_protocol == "consumer":
+        return {"group.protocol": "consumer"}
+    return {
+        "partition.assignment.strategy": assignors,
+        "session.timeout.ms": session_ms,
+        "heartbeat.interval.ms": heartbeat_ms,
+    }
+
+
 def run_librdkafka(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
@@ -229,9 +269,12 @@ def run_librdkafka(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
         "client.id": args.name,
-        "partition.assignment.strategy": args.assignors,
-        "session.timeout.ms": args.session_ms,
-        "heartbeat.interval.ms": args.heartbeat_ms,
+        **librdkafka_group_options(
+            args.group_protocol,
+            assignors=args.assignors,
+            session_ms=args.session_ms,
+            heartbeat_ms=args.heartbeat_ms,
+        ),
         "max.poll.interval.ms": max(args.rebalance_ms, args.session_ms),
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
@@ -267,8 +310,9 @@ def run_librdkafka(args: argparse.Namespace, telemetry: JsonlTelemetry) -> None:
         if partitions:
             commit("revoke")  # what was processed, before it moves
 
+    protocol = "consumer" if args.group_protocol == "consumer" else args.assignors.split(",")[0]
     recorder = ConfluentRecorder(
-        telemetry, protocol=args.assignors.split(",")[0], group_id=args.group, on_revoke=on_revoke
+        telemetry, protocol=protocol, group_id=args.group, on_revoke=on_revoke
     )
     callbacks = recorder.callbacks()
     consumer.subscribe([args.topic], **callbacks)
@@ -434,7 +478,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--group-protocol",
         choices=("classic", "consumer"),
         default="classic",
-        help="'consumer': KIP-848 (Kafka 4.x; aiogroup kinds and the Java peer)",
+        help="'consumer': KIP-848 (Kafka 4.x; the kinds of CONSUMER_PROTOCOL_KINDS)",
     )
     parser.add_argument("--session-ms", type=int, default=3000)
     parser.add_argument("--heartbeat-ms", type=int, default=500)
@@ -447,7 +491,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=10000,
         help="aiogroup's close bound (the runner kills a member after 20 s)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.group_protocol == "consumer" and args.kind not in CONSUMER_PROTOCOL_KINDS:
+        parser.error(f"{args.kind} speaks only the classic group protocol")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

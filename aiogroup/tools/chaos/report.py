@@ -20,7 +20,14 @@ _LABELS = {
 
 
 _QUANTILES = ("p50", "p90", "p99", "max")
-_CLIENTS = ("aiogroup", "librdkafka", "kafka-python")
+#: The clients of the member-count rows, in this order: the first three always (the long run's
+#: table keeps its shape), the peers of other languages when some run had them.
+_CLIENTS = ("aiogroup", "librdkafka", "kafka-python", "java", "franz-go")
+
+
+def _clients(summaries: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    present = {c for s in summaries.values() for c, n in s.get("members", {}).items() if n}
+    return [c for i, c in enumerate(_CLIENTS) if i < 3 or c in present]
 
 
 def _counts(found: Mapping[str, int]) -> str:
@@ -48,12 +55,13 @@ def markdown_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
             ],
         )
     )
+    clients = _clients(summaries)
     for what, key in (("members started", "members"), ("record batches processed", "processed")):
         rows.append(
             (
-                f"{what} (aiogroup / librdkafka / kafka-python)",
+                f"{what} ({' / '.join(clients)})",
                 [
-                    " / ".join(str(summaries[b].get(key, {}).get(c, 0)) for c in _CLIENTS)
+                    " / ".join(str(summaries[b].get(key, {}).get(c, 0)) for c in clients)
                     for b in brokers
                 ],
             )

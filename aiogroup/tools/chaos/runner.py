@@ -15,6 +15,12 @@ One run:
 5. every member is closed (SIGTERM), and the checker (:mod:`aiogroup.tools.chaos.checker`) judges
    the run from the logs.
 
+With ``group_protocol="consumer"`` (``--group-protocol consumer``) the group is a KIP-848
+consumer group: the members speak ConsumerGroupHeartbeat (the kinds that can), the broker
+assigns, and the runner sets the group's ``consumer.session.timeout.ms`` and
+``consumer.heartbeat.interval.ms`` before anyone joins; a pause "while rejoining" lands while
+an aiogroup member reconciles (revokes, then acknowledges) or rejoins after being fenced.
+
 Everything about a run follows from its seed (the plan: partitions, members and their kinds,
 events, their times, targets and lengths); the timing of the machine does not. Each run
 writes ``<out>/<broker>-<seed>/``: ``runner.jsonl`` (the event log: parameters, every
@@ -59,6 +65,10 @@ EVENT_WEIGHTS = {
 EVENT_KINDS = tuple(EVENT_WEIGHTS)
 #: States of an aiogroup member that count as rejoining (``MemberState`` values).
 REJOINING = ("preparing", "joining", "awaiting_metadata", "awaiting_sync")
+#: The same under KIP-848's consumer protocol, where a member moves on its own: it rejoins
+#: (epoch 0) only after being fenced, and "a rebalance" is its reconciliation (revoking,
+#: then acknowledging). A plan's ``joining`` and ``awaiting_sync`` pauses land there.
+REJOINING_CONSUMER = ("preparing", "joining", "reconciling")
 #: How long a member may take to close after SIGTERM before it is killed (and counted).
 CLOSE_BOUND_S = 20.0
 
@@ -76,6 +86,9 @@ class ChaosConfig:
     rebalance_ms: int = 10000
     kinds: tuple[str, ...] = DEFAULT_KINDS
     events: tuple[str, ...] = EVENT_KINDS
+    #: ``"consumer"``: KIP-848 (the kinds must speak it, and the broker: Kafka 4.x or the
+    #: embedded broker); the group's session and heartbeat interval are then set broker side.
+    group_protocol: str = "classic"
     #: Records per second written while the run lasts.
     produce_rate: float = 20.0
     #: Keep the members' telemetry of runs the checker passes.
@@ -246,6 +259,8 @@ class _Run:
             str(cfg.heartbeat_ms),
             "--rebalance-ms",
             str(cfg.rebalance_ms),
+            "--group-protocol",
+            cfg.group_protocol,
         ]
         with (self.members_dir / f"{name}.stderr").open("wb") as err:
             process = subprocess.Popen(
@@ -490,7 +505,7 @@ class _Run:
             self._skip(step, "no aiogroup member to pause, or it is the only one running")
             return
         target = self._pick(targets, step)
-        wanted = REJOINING if step.state == "rejoining" else (step.state,)
+        wanted = self._rejoining_states(step.state)
         trigger = self.start_member(step.new_kind)
         since = time.time()
         seen = len(target.events)
@@ -520,6 +535,12 @@ class _Run:
             return False
 
         self._watchers.append(watch)
+
+    def _rejoining_states(self, state: str) -> tuple[str, ...]:
+        """The states of an aiogroup member a ``stop_rejoining`` step waits for."""
+        if self.config.group_protocol == "consumer":
+            return REJOINING_CONSUMER if state == "rejoining" else ("reconciling",)
+        return REJOINING if state == "rejoining" else (state,)
 
     def _do_cut(self, step: Step) -> None:
         live = self.live()
@@ -572,10 +593,18 @@ class _Run:
             heartbeat_ms=cfg.heartbeat_ms,
             rebalance_ms=cfg.rebalance_ms,
             duration=cfg.duration,
+            group_protocol=cfg.group_protocol,
             plan=asdict(plan),
         )
         try:
             self.broker.create_topic(self.topic, plan.partitions)
+            if cfg.group_protocol == "consumer":
+                # KIP-848: the session and the heartbeat interval are the group's, set broker
+                # side before anyone joins; the members are told the same session (the
+                # KAFKA-7026 rule of aiogroup's members).
+                self.broker.set_consumer_group_config(
+                    self.group, session_ms=cfg.session_ms, heartbeat_ms=cfg.heartbeat_ms
+                )
             self.start_producer()
             for kind in plan.initial:
                 self.start_member(kind)
