@@ -79,6 +79,8 @@ UNREACHABLE_LINES = (
 LIBRARY_LOGGERS = (
     "aiogroup.client",
     "aiogroup.client.aiokafka",
+    "aiogroup.client.oauth",
+    "aiogroup.client.reauth",
     "aiogroup.client.security",
     "aiogroup.client.transport",
     "aiogroup.consumer",

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
 from aiogroup.client import logs
 from aiogroup.client.callbacks import RebalanceListener, run_callbacks
+from aiogroup.client.commits import PendingCommits, fetch_committed
 from aiogroup.client.machines import (
     DEFAULT_ASSIGNORS,
     check_subscription,
@@ -54,20 +55,17 @@ from aiogroup.client.outcome import OffsetsSource, RebalanceOutcome
 from aiogroup.client.reporting import ActingWatch, Reporter, TelemetryListener
 from aiogroup.client.requests import MemberHost, Requests
 from aiogroup.client.signal import Signal, loop_time
-from aiogroup.client.transport import CommittedOffset, Transport
+from aiogroup.client.transport import Transport
 from aiogroup.config import GROUP_DEFAULTS, GroupConfig, GroupProtocol
 from aiogroup.errors import (
     AiogroupError,
     AuthenticationError,
     BrokerUnreachableError,
     ConfigurationError,
-    CoordinatorUnreachableError,
     LocalProtocolError,
     MemberClosedError,
     NotSubscribedError,
     RebalanceInProgressError,
-    RetriableError,
-    error_for_code,
 )
 from aiogroup.membership import actions as act
 from aiogroup.membership import consumer_events as cev
@@ -231,7 +229,7 @@ class GroupMember:
         self._queue: asyncio.Queue[ev.Event | _Call] = asyncio.Queue()
         self._owner: asyncio.Task[None] | None = None
         self._io_tasks: set[asyncio.Task[None]] = set()
-        self._commit_futures: dict[int, asyncio.Future[None]] = {}
+        self._commits = PendingCommits()
         self._callbacks: dict[int, act.InvokeCallbacks] = {}
         self._outcomes: list[RebalanceOutcome] = []
         self._changed = Signal()
@@ -552,13 +550,10 @@ class GroupMember:
         """
         self._raise_pending()
         holder: dict[str, asyncio.Future[None]] = {}
-        loop = asyncio.get_running_loop()
 
         def start(now: float) -> list[act.Action]:
             action = self._machine.commit(dict(offsets), now)
-            result: asyncio.Future[None] = loop.create_future()
-            self._commit_futures[action.token] = result
-            holder["result"] = result
+            holder["result"] = self._commits.open(action.token)
             return [action]
 
         try:
@@ -586,38 +581,16 @@ class GroupMember:
         """
         self._raise_pending()
         self._ensure_running()
-        wanted = list(partitions)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._request_bound()
-        backoff = max(self.retry_backoff_ms / 1000, 0.01)
-        while True:
-            try:
-                member = self._machine.offset_fetch_identity()  # KIP-848: who asks, at its epoch
-                fetch = (
-                    self._transport.offset_fetch(wanted)
-                    if member is None
-                    else self._transport.offset_fetch(wanted, member=member)
-                )
-                result = await asyncio.wait_for(
-                    self._in_context(fetch), max(deadline - loop.time(), 0.0)
-                )
-                error: AiogroupError | None = None
-                if result.error_code:
-                    error = error_for_code(result.error_code, "OffsetFetch failed")
-            except RetriableError as exc:  # CoordinatorUnreachableError among them
-                error = exc
-            except TimeoutError:
-                raise CoordinatorUnreachableError(
-                    f"OffsetFetch: no answer within {self._request_bound():.0f} s"
-                ) from None
-            if error is None:
-                return {tp: _offset_or_none(c) for tp, c in result.offsets.items()}
-            if not isinstance(error, RetriableError) or loop.time() + backoff >= deadline:
-                raise error
-            log.debug("group %s: OffsetFetch: %s; retrying", self.group_id, error)
-            await asyncio.sleep(backoff)  # retry backoff
-            backoff = min(backoff * 2, 1.0)
-            self._ensure_running()
+        return await fetch_committed(
+            self._transport,
+            partitions,
+            member=self._machine.offset_fetch_identity,  # KIP-848: who asks, at its epoch
+            run=self._in_context,
+            still_running=self._ensure_running,
+            bound_s=self._request_bound(),
+            backoff_s=self.retry_backoff_ms / 1000,
+            group_id=self.group_id,
+        )
 
     # ------------------------------------------------------------------ waiting
 
@@ -742,7 +715,7 @@ class GroupMember:
                 self._fatal.__cause__ = exc
         finally:
             watch.check(loop.time())  # the last state (closed) and acting set
-            self._fail_commits(self._fatal or MemberClosedError("the member closed"))
+            self._commits.fail_all(self._fatal or MemberClosedError("the member closed"))
             self._notify()
 
     def _note_event(self, event: ev.Event, now: float) -> None:
@@ -820,12 +793,7 @@ class GroupMember:
                 else:
                     self._spawn(requests.commit(action, offsets))
             elif isinstance(action, act.ResolveCommit):
-                future = self._commit_futures.pop(action.token, None)
-                if future is not None and not future.done():
-                    if action.error is None:
-                        future.set_result(None)
-                    else:
-                        future.set_exception(action.error)
+                self._commits.resolve(action.token, action.error)
             elif isinstance(action, act.InvokeCallbacks):
                 self._callbacks[action.token] = action
                 self._spawn(self._invoke_callbacks(action))
@@ -897,6 +865,8 @@ class GroupMember:
 
     async def _invoke_callbacks(self, action: act.InvokeCallbacks) -> None:
         finished = await run_callbacks(self._listener, action, metrics=self._metrics)
+        if action.revoked:  # commits started while they were owned go out first
+            await self._commits.settle(self._request_bound())
         self._post(finished)
 
     # ------------------------------------------------------------------ helpers
@@ -978,12 +948,6 @@ class GroupMember:
             finally:
                 waiter.cancel()
 
-    def _fail_commits(self, error: AiogroupError) -> None:
-        for future in self._commit_futures.values():
-            if not future.done():
-                future.set_exception(error)
-        self._commit_futures.clear()
-
     async def _shutdown(self) -> None:
         self._requests.stop()
         tasks = [t for t in (self._owner, *self._io_tasks) if t is not None]
@@ -991,13 +955,11 @@ class GroupMember:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=5.0)
-        self._fail_commits(MemberClosedError("the member closed"))
+        self._commits.fail_all(MemberClosedError("the member closed"))
         await self._transport.close()
         self._notify()
+
 
 def _own_options() -> frozenset[str]:
     return parameter_names(GroupMember.__init__)
 
-
-def _offset_or_none(committed: CommittedOffset) -> int | None:
-    return None if committed.offset < 0 else committed.offset

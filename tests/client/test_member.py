@@ -332,6 +332,52 @@ async def test_a_revoked_callback_may_commit_before_the_partitions_go() -> None:
     )
 
 
+class SlowCommits(FakeTransport):
+    """OffsetCommit answers wait for ``commit_gate``; the order of events is kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.commit_gate = asyncio.Event()
+        self.commit_sent = asyncio.Event()
+
+    async def offset_commit(
+        self, offsets: Mapping[TopicPartition, int], **kw: Any
+    ) -> OffsetCommitResult:
+        self._record("offset_commit", offsets=dict(offsets), **kw)
+        self.commit_sent.set()
+        await self.commit_gate.wait()
+        self.calls.append(("offset_commit_answered", {}))
+        return OffsetCommitResult({tp: 0 for tp in offsets})
+
+
+async def test_a_revocation_waits_for_the_commits_in_flight() -> None:
+    """A commit the application started while it owned its partitions is answered before the
+    revocation is reported done and the group learns they are given up (here: the leave):
+    their next owner never starts below a commit still on its way."""
+    fake = SlowCommits()
+    listener = Recording()
+    async with make(fake, listener=listener) as m:
+        await m.wait_for_assignment(timeout=5)
+        commit = asyncio.create_task(m.commit({tp: 7 for tp in ALL}))
+        await asyncio.wait_for(fake.commit_sent.wait(), 5)
+        leaving = asyncio.create_task(m.unsubscribe())
+        outcomes = m.rebalances()
+        await anext(outcomes)
+
+        async def revoked() -> None:
+            while ("revoked", ALL) not in listener.calls:
+                await m.changed()
+
+        await asyncio.wait_for(revoked(), 5)
+        assert not fake.named("leave_group")  # held while the commit is in flight
+        fake.commit_gate.set()
+        await asyncio.wait_for(commit, 5)
+        await asyncio.wait_for(leaving, 5)
+        await asyncio.wait_for(anext(outcomes), 5)
+    names = [n for n, _ in fake.calls]
+    assert names.index("offset_commit_answered") < names.index("leave_group")
+
+
 async def test_committed_retries_while_the_coordinator_loads_its_offsets() -> None:
     # After a broker restart the coordinator answers COORDINATOR_LOAD_IN_PROGRESS (14) until it
     # has read its offsets topic; committed() retries retriable answers within its bound.
