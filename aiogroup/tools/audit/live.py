@@ -11,8 +11,11 @@ source (:mod:`aiogroup.tools.audit.kafka_source`), and runs two streaming querie
   Per micro-batch it emits closed intervals, **alerts** (an overlap the watermark confirms is
   longer than the tolerance), and each group's status: partitions **unowned now** and since
   when, members with a **rebalance in flight**. An event-time timeout wakes a group when the
-  watermark will confirm a pending overlap, so an owner that never releases is reported
-  without waiting for its next event.
+  watermark will confirm a pending overlap (Spark runs a micro-batch without data when the
+  watermark moves), so an owner that never releases is reported without waiting for its next
+  event. The watermark moves with event time only: the overlaps of the last ``--skew``
+  seconds on the topic wait for later events of any group, which a live stream always brings
+  (docs/audit.md, "Live").
 * **events**: the records themselves, appended to ``OUT/events`` (Parquet), from which the batch
   audit's datasets are computed by the batch audit's own code (:func:`refresh`): the same nine
   Parquet datasets, the same answers, and ``report.html``, at the end and every
