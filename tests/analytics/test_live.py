@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import pytest
@@ -314,3 +314,29 @@ def test_a_release_that_arrives_late_is_not_an_overlap(replayed: Replay) -> None
     assert [o[2] for o in live.status["handoff"]["open"]] == ["B"]
     assert [(i["member"], i["start"], i["end"]) for i in live.intervals
             if i["group"] == "handoff"] == [("A", t0, pytest.approx(t0 + 0.99))]
+
+
+class _Ended:
+    """A query that is no longer active, as Spark's StreamingQuery shows one."""
+
+    def __init__(self, error: str | None) -> None:
+        self.name = "aiogroup-live-ownership"
+        self.isActive = False
+        self.error = error
+
+    def exception(self) -> str | None:
+        return self.error
+
+
+def test_a_query_that_died_fails_the_wait_with_its_exception(tmp_path: Path) -> None:
+    from aiogroup.tools.audit.live import Follow
+    from aiogroup.tools.audit.session import AnalyticsError
+
+    died = Follow(cast(Any, None), tmp_path, TOLERANCE_S,
+                  queries=[_Ended("[PYTHON_EXCEPTION] KeyError: 'started'")])
+    with pytest.raises(AnalyticsError, match=r"aiogroup-live-ownership stopped: .*KeyError"):
+        died.wait(lambda _: False, DEADLINE_S)
+    # one stopped on purpose ends the wait at once, with what holds
+    stopped = Follow(cast(Any, None), tmp_path, TOLERANCE_S, queries=[_Ended(None)])
+    assert stopped.wait(lambda _: False, DEADLINE_S) is False
+    assert stopped.wait(lambda _: True, DEADLINE_S) is True
