@@ -11,8 +11,11 @@ source (:mod:`aiogroup.tools.audit.kafka_source`), and runs two streaming querie
   Per micro-batch it emits closed intervals, **alerts** (an overlap the watermark confirms is
   longer than the tolerance), and each group's status: partitions **unowned now** and since
   when, members with a **rebalance in flight**. An event-time timeout wakes a group when the
-  watermark will confirm a pending overlap, so an owner that never releases is reported
-  without waiting for its next event.
+  watermark will confirm a pending overlap (Spark runs a micro-batch without data when the
+  watermark moves), so an owner that never releases is reported without waiting for its next
+  event. The watermark moves with event time only: the overlaps of the last ``--skew``
+  seconds on the topic wait for later events of any group, which a live stream always brings
+  (docs/audit.md, "Live").
 * **events**: the records themselves, appended to ``OUT/events`` (Parquet), from which the batch
   audit's datasets are computed by the batch audit's own code (:func:`refresh`): the same nine
   Parquet datasets, the same answers, and ``report.html``, at the end and every
@@ -35,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -45,6 +49,7 @@ from pyspark.sql import types as T
 
 from aiogroup.tools.audit.audit import PARTITION_EVENTS, _events, classify, parse_lines, run_audit
 from aiogroup.tools.audit.livestate import GroupLive
+from aiogroup.tools.audit.session import AnalyticsError
 
 __all__ = ["OUTPUT_SCHEMA", "Follow", "LiveBatch", "follow", "refresh"]
 
@@ -105,11 +110,7 @@ def _update(tolerance: float, key: tuple[Any, ...], frames: Iterator[pd.DataFram
                 e[name] = None
         if e.get("generation_id") is not None:
             e["generation_id"] = int(e["generation_id"])
-    rows, touched = live.apply(events)
-    alerts, pending = live.judge(touched, watermark, tolerance)
-    live.prune(watermark)
-    rows += alerts
-    rows.append(("status", live.status(watermark)))
+    rows, pending = live.step(events, watermark, tolerance)
     state.update((live.dumps(),))
     if pending is not None:
         state.setTimeoutTimestamp(max(int(pending * 1000) + 1, state.getCurrentWatermarkMs() + 1))
@@ -222,25 +223,62 @@ class Follow:
                 print("; ".join(parts), file=out, flush=True)
 
     def wait(self, done: Callable[[Follow], bool], timeout: float) -> bool:
-        """Wait until ``done(self)`` holds after some batch (True), or ``timeout`` (False)."""
+        """Wait until ``done(self)`` holds (True) or ``timeout`` seconds pass (False). It is
+        checked after every micro-batch and at least once a second (what it reads may change
+        between batches: progress, the sink's counters). A query that stopped with an error
+        raises it (:class:`AnalyticsError` naming the query, from Spark's exception); one that
+        was stopped ends the wait with ``done(self)``."""
         deadline = time.monotonic() + timeout
         with self.changed:
             while not done(self):
                 left = deadline - time.monotonic()
-                if left <= 0 or not all(q.isActive for q in self.queries):
+                if not all(q.isActive for q in self.queries):
+                    self.raise_failure()
                     return done(self)
+                if left <= 0:
+                    return False
                 self.changed.wait(min(left, 1.0))
             return True
 
-    def events_offsets(self) -> dict[int, int]:
-        """How far the events query has read: {kafka partition: next offset}."""
-        progress = self.queries[0].lastProgress if self.queries else None
+    def failure(self) -> str | None:
+        """The error of a query that stopped with one (its name and Spark's message), else
+        None."""
+        for q in self.queries:
+            if not q.isActive and (exc := q.exception()) is not None:
+                return f"streaming query {q.name} stopped: {exc}"
+        return None
+
+    def raise_failure(self) -> None:
+        """Raise :class:`AnalyticsError` if a query stopped with an error."""
+        if (why := self.failure()) is not None:
+            raise AnalyticsError(why)
+
+    def watermark(self) -> float | None:
+        """The event-time watermark (seconds) the ownership query has judged with: every
+        micro-batch it has finished ran at most at this watermark, and once it reports a
+        watermark, every group's timeouts before it have fired (Spark runs a batch without
+        data when the watermark moves, ``spark.sql.streaming.noDataMicroBatches.enabled``).
+        None before its first batch."""
+        progress = self.queries[1].lastProgress if len(self.queries) > 1 else None
+        mark = ((progress or {}).get("eventTime") or {}).get("watermark")
+        if not mark:
+            return None
+        return datetime.fromisoformat(mark.replace("Z", "+00:00")).timestamp()
+
+    def offsets(self, query: int = 1) -> dict[int, int]:
+        """How far a query has read, as of its last finished micro-batch: {kafka partition:
+        next offset}; ``query`` 0 is the events query, 1 the ownership query."""
+        progress = self.queries[query].lastProgress if len(self.queries) > query else None
         if not progress:
             return {}
         ends = progress["sources"][0].get("endOffset") or {}
         if isinstance(ends, str):
             ends = json.loads(ends)
         return {int(p): int(o) for topic in ends.values() for p, o in topic.items()}
+
+    def events_offsets(self) -> dict[int, int]:
+        """How far the events query has read: {kafka partition: next offset}."""
+        return self.offsets(0)
 
     def stop(self) -> None:
         for q in self.queries:

@@ -65,8 +65,7 @@ def run_follow(args: argparse.Namespace) -> int:
         while not stop.is_set():
             stop.wait(0.2)  # the driver's poll of its own flags; the queries run on their own
             if not all(q.isActive for q in live.queries):
-                errors = [q.exception() for q in live.queries if q.exception() is not None]
-                raise AnalyticsError(f"a streaming query stopped: {errors[0] if errors else '?'}")
+                raise AnalyticsError(live.failure() or "a streaming query stopped")
             if args.fail_on_overlap and live.alerts:
                 failed = True
                 break

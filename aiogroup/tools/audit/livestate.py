@@ -115,6 +115,17 @@ class GroupLive:
                            "unowned": self.unowned, "alerted": self.alerted},
                           separators=(",", ":"))
 
+    def step(self, events: Iterable[Mapping[str, Any]], watermark: float,
+             tolerance: float) -> tuple[list[Row], float | None]:
+        """One call of the streaming job for this group: a micro-batch's events, or none (an
+        event-time timeout). Applies them, judges at ``watermark``, prunes; returns the rows
+        (closed intervals, alerts, then the group's status) and when the next pending episode
+        would be confirmed (the timeout to set; None: nothing pending)."""
+        rows, touched = self.apply(events)
+        alerts, pending = self.judge(touched, watermark, tolerance)
+        self.prune(watermark)
+        return [*rows, *alerts, ("status", self.status(watermark))], pending
+
     # -- events ----------------------------------------------------------------------------
 
     def apply(self, events: Iterable[Mapping[str, Any]]) -> tuple[list[Row], set[str]]:
@@ -199,12 +210,14 @@ class GroupLive:
 
     def judge(self, keys: Iterable[str], watermark: float, tolerance: float) -> tuple[
             list[Row], float | None]:
-        """Alerts for the episodes of ``keys`` (and of partitions with an unconfirmed
-        episode) that the watermark now confirms; the event time at which the next one would
-        be confirmed (None: nothing pending)."""
+        """Alerts for the episodes that the watermark now confirms, of ``keys`` and of every
+        partition with an interval in reach (an owner now, or a closed interval an episode
+        may still be waiting on: an event-time timeout brings no keys, and the episode it was
+        set for may be between two intervals that both closed); the event time at which the
+        next one would be confirmed (None: nothing pending)."""
         rows: list[Row] = []
         pending: float | None = None
-        for key in sorted(set(keys) | set(self.owned)):
+        for key in sorted(set(keys) | set(self.owned) | set(self.closed)):
             done = self.alerted.setdefault(key, [])
             open_now = set(self.owned.get(key, {}))
             for ep in episodes(self.intervals_of(key)):
