@@ -65,8 +65,10 @@ class Rebalance:
     before: int | None  # generation or group epoch when last settled (None: unknown)
     after: int | None = None
     settled_mono: float | None = None
-    #: True when it began and ended between two polls (only the new generation was seen).
+    #: True when it began and ended between two polls (only the new generation was seen);
+    #: ``gap`` is then the time between them, an upper bound of its duration.
     between_polls: bool = False
+    gap: float = 0.0
     #: True when it was under way as the watch began.
     before_watch: bool = False
     joined: list[str] = field(default_factory=list)
@@ -90,7 +92,7 @@ class Rebalance:
         if self.settled_mono is None:
             took = f"in progress {now_mono - self.seen_mono:.1f}s"
         elif self.between_polls:
-            took = f"took <{interval:g}s"
+            took = f"took <{self.gap:.1f}s"
         else:
             took = f"took {self.duration:.1f}s"
         if self.before_watch:
@@ -153,6 +155,7 @@ class RebalanceTracker:
         self._members: frozenset[str] = frozenset()
         self._owners: dict[TopicPartition, str] = {}
         self._started = False
+        self._last_mono = 0.0
         self.count = 0
 
     def name(self, member_id: str) -> str:
@@ -168,6 +171,12 @@ class RebalanceTracker:
 
     def observe(self, group: GroupDescription, wall: float, mono: float) -> None:
         self._learn_names(group)
+        try:
+            self._observe(group, wall, mono)
+        finally:
+            self._last_mono = mono
+
+    def _observe(self, group: GroupDescription, wall: float, mono: float) -> None:
         first = not self._started
         self._started = True
         is_settled = settled(group)
@@ -181,7 +190,8 @@ class RebalanceTracker:
             return
         if self.current is None and key == self._key:
             return  # nothing happened
-        r = self.current or Rebalance(wall, mono, self._number, between_polls=True)
+        r = self.current or Rebalance(wall, mono, self._number, between_polls=True,
+                                      gap=mono - self._last_mono)
         self.current = None
         r.after = _number(group)
         r.settled_mono = mono

@@ -7,8 +7,8 @@ moved, and the terminal restored (cursor shown, alternate screen left) after SIG
 embedded broker and Kafka 4.1.1, a classic group and a KIP-848 one. Without a broker: the
 rebalance tracker from snapshots, and the line mode kept when stdout is not a terminal.
 
-``AIOGROUP_WATCH_CAPTURE=FILE`` writes the last screen to FILE (docs/rolling-upgrade.md's
-capture)."""
+``AIOGROUP_WATCH_CAPTURE=PREFIX`` writes the last screen of each run to
+PREFIX-BROKER-PROTOCOL.txt (docs/rolling-upgrade.md's capture)."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_the_tracker_tells_each_rebalance_how_long_and_what_moved() -> None:
     t.observe(stable(7, a=[0, 1, 2], b=[3]), 104.5, 14.5)
     r = t.history[0]
     assert r.between_polls and r.left == ["c"] and r.moved == [("t[2]", "c", "a")]
-    assert "took <1s" in r.text(1.0, 15.0)
+    assert "took <1.0s" in r.text(1.0, 15.0) and r.gap == 1.0
     t.observe(stable(7, a=[0, 1, 2], b=[3]), 105.5, 15.5)
     assert t.count == 2
 
@@ -98,6 +98,29 @@ def test_a_consumer_group_settles_when_every_member_reached_its_target() -> None
     r = t.history[0]
     assert (r.before, r.after, r.duration, r.joined, r.moved) == (3, 4, 1.0, ["b"],
                                                                   [("t[1]", "a", "b")])  # fmt: skip
+
+
+def test_the_partition_table_is_trimmed_to_the_terminal() -> None:
+    from aiogroup.inspector import GroupWatch
+    from aiogroup.tools.group_screen import render_screen
+    from tests.admin.test_group_lag import COMMITTED, ENDS, group
+
+    g = group(COMMITTED, ENDS)  # five partition rows
+    state, tracker = GroupWatch(), RebalanceTracker()
+    a = state.observe(g)
+    tracker.observe(g, 0.0, 0.0)
+
+    def screen(width: int, height: int) -> list[str]:
+        return render_screen(g, a, state, tracker, width=width, height=height, interval=1.0,
+                             now_mono=0.0)  # fmt: skip
+
+    full = screen(200, 60)
+    assert "  orders  3          4               10              6    b" in full
+    assert "RECENT REBALANCES (0 seen; times to within 1s, as polled from outside)" in full
+    assert "  lag        68 in total" in full and "  none yet" in full
+    short = screen(30, len(full) - 3)
+    assert len(short) == len(full) - 3 and all(len(line) <= 30 for line in short)
+    assert "  ... 4 more partitions" in short and short[-1] == "  none yet"
 
 
 def test_not_a_terminal_keeps_the_lines() -> None:
@@ -303,8 +326,8 @@ async def test_watch_redraws_the_group_on_a_terminal(kafka_broker: BrokerHandle,
         screen = await tool.until("m3's leave", left)
         assert "members 2/3" in screen  # the largest group seen is expected back
         capture = os.environ.get("AIOGROUP_WATCH_CAPTURE")
-        if capture:
-            with open(capture, "w") as f:
+        if capture:  # a file per run: FILE-BROKER-PROTOCOL.txt
+            with open(f"{capture}-{kafka_broker.kind}-{group_protocol}.txt", "w") as f:
                 f.write(screen + "\n")
 
         # Ctrl-C: the terminal restored
