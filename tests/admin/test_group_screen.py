@@ -142,6 +142,29 @@ def test_not_a_terminal_keeps_the_lines() -> None:
     assert not wanted("--json", out=Tty()) and not wanted("--plain", out=Tty())
 
 
+def test_the_screen_is_left_however_the_watch_ends() -> None:
+    """--until reached and a group that does not exist: the alternate screen is left, the
+    cursor shown, and the last word printed on the normal screen."""
+    import io
+
+    from aiogroup.tools.group import EXIT_NO_GROUP
+    from aiogroup.tools.group_screen import watch_screen
+    from tests.admin.test_group_lag import COMMITTED, ENDS, LagReplay, group
+
+    out = io.StringIO()
+    code = asyncio.run(watch_screen(LagReplay([group(COMMITTED, ENDS)]), out=out,  # type: ignore[arg-type]
+                                    interval=0, until="safe", with_lag=True))  # fmt: skip
+    text = out.getvalue()
+    assert code == 0 and text.startswith(ENTER) and "RECENT REBALANCES" in text
+    after = text[text.rindex(LEAVE) + len(LEAVE):].splitlines()
+    assert "lag 68" in after[0] and after[1] == "reached: next bounce safe"
+    gone = parse_group("g", "Dead", "", None, [])
+    out = io.StringIO()
+    code = asyncio.run(watch_screen(LagReplay([gone]), out=out))  # type: ignore[arg-type]
+    assert code == EXIT_NO_GROUP and out.getvalue().startswith(ENTER)
+    assert "does not exist" in out.getvalue().split(LEAVE)[-1]
+
+
 # --------------------------------------------------------------------------- under a pty
 
 
