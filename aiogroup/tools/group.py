@@ -3,7 +3,9 @@
 ``describe`` prints one snapshot: state, generation, protocol, and per member its client id,
 host, rebalance protocol, the partitions it reported owning when it joined and those it is
 assigned, then the upgrade step and whether bouncing the next member is safe. ``watch`` polls
-and prints a line whenever something changes, following a rolling upgrade step by step. Both
+and prints a line whenever something changes, following a rolling upgrade step by step; on a
+terminal it redraws one screen in place instead (:mod:`aiogroup.tools.group_screen`: members,
+lag, the rebalances seen with how long each took and what moved; ``--plain`` for the lines). Both
 read only (DescribeGroups and Metadata); neither joins the group.
 
 ``--lag`` adds the group's lag as ``kafka-consumer-groups --describe`` computes it
@@ -101,6 +103,9 @@ def _parser(prog: str = "aiogroup group") -> argparse.ArgumentParser:
                    help="give up after this many seconds (exit 1)")
     w.add_argument("--verbose", "-v", action="store_true",
                    help="print the member table on every change")
+    w.add_argument("--plain", action="store_true",
+                   help="print a line per change even on a terminal (on a terminal, without "
+                        "--json or --plain, one screen is redrawn in place)")
     return p
 
 
@@ -558,6 +563,17 @@ async def watch(
 # --------------------------------------------------------------------------- entry point
 
 
+def _screen_wanted(args: argparse.Namespace, out: TextIO) -> bool:
+    """``watch`` redraws one screen when stdout is a terminal that can (not ``--json``, not
+    ``--plain``, not TERM=dumb); otherwise it prints a line per change, as scripts read it."""
+    if args.json or args.plain or os.environ.get("TERM", "") in ("dumb", ""):
+        return False
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 async def _run(args: argparse.Namespace, out: TextIO) -> int:
     inspector = GroupInspector(
         [s.strip() for s in args.bootstrap.split(",") if s.strip()],
@@ -576,6 +592,18 @@ async def _run(args: argparse.Namespace, out: TextIO) -> int:
             else:
                 print(render_describe(group, a), file=out)
             return 0 if group.exists else EXIT_NO_GROUP
+        if _screen_wanted(args, out):
+            from aiogroup.tools.group_screen import watch_screen
+
+            return await watch_screen(
+                inspector,
+                out=out,
+                interval=args.interval,
+                expected_members=args.members,
+                until=args.until,
+                timeout=args.timeout,
+                with_lag=args.lag,
+            )
         return await watch(
             inspector,
             out=out,
