@@ -122,7 +122,8 @@ class GroupConfig:
     )  # fmt: skip
     rack_id: str | None = _option(
         None, types=_STR, optional=True, java="client.rack",
-        doc="the member's rack, sent in its subscription (rack-aware assignors, KIP-881)",
+        doc="the member's rack, sent in its subscription (rack-aware assignors, KIP-881) and "
+            "by a consumer in Fetch (KIP-392: fetch from a replica in that rack)",
     )  # fmt: skip
     group_protocol: GroupProtocol = _option(  # noqa: RUF009 - a field(), with metadata
         "classic", types=_STR, choices=("classic", "consumer"), java="group.protocol",

@@ -490,6 +490,12 @@ class Consumer:
         return out
 
     @property
+    def node_metrics(self) -> dict[int, dict[str, float]]:
+        """Per broker fetched from: ``fetch-total``, ``bytes-fetched-total``,
+        ``records-fetched-total`` (which replica served the records, KIP-392)."""
+        return self._meters.registry.node_metrics()
+
+    @property
     def partition_metrics(self) -> dict[TopicPartition, dict[str, float]]:
         """Per partition read so far: ``records-lag``, ``records-lag-avg``, ``-max``,
         ``records-lead``, ``records-lead-avg``, ``-min``."""

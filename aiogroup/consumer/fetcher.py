@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from aiogroup.client.signal import Signal
+from aiogroup.consumer.records import count_records
 from aiogroup.consumer.state import ConsumerState, FetchPlan
 from aiogroup.consumer.wire import DataPlane
 from aiogroup.observability.registry import MetricsRegistry
@@ -172,8 +173,10 @@ class Fetcher:
         else:
             now = loop.time()
             if self._metrics is not None:
-                size = sum(len(p.records) for p in response.partitions if p.records)
-                self._metrics.record_fetch(now - sent, size, now)
+                data = [p.records for p in response.partitions if p.records]
+                size = sum(len(d) for d in data)
+                count = sum(count_records(d) for d in data)
+                self._metrics.record_fetch(now - sent, size, now, node=plan.node_id, records=count)
             if self._state.on_fetch_response(plan, response, now):
                 self._notify_data()
             elif self._state.has_records():
@@ -191,7 +194,7 @@ class Fetcher:
             log.info("metadata request failed: %r", exc)
             self._metadata_retry_at = loop.time() + self._backoff
         else:
-            self._state.on_metadata(view.leaders)
+            self._state.on_metadata(view.leaders, view.brokers)
             self._metadata_at = loop.time()
             if self._state.metadata_needed:
                 # Some partition has no leader yet (a new topic, an election): ask again soon.

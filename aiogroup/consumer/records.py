@@ -42,6 +42,7 @@ __all__ = [
     "ConsumerRecord",
     "Deserializer",
     "PartitionRecords",
+    "count_records",
     "next_fetch_offset",
 ]
 
@@ -50,6 +51,7 @@ Deserializer = Callable[[Any], Any]
 
 _HEADER = struct.Struct(">qi")  # baseOffset / offset, batchLength / message size
 _LAST_DELTA = struct.Struct(">i")
+_RECORDS_COUNT_AT = 57  # a v2 batch's recordsCount, after baseSequence
 _CONTROL_KEY = struct.Struct(">hh")  # version, type (0 = ABORT, 1 = COMMIT)
 _LOG_OVERHEAD = 12
 _MAGIC_AT = 16
@@ -113,6 +115,29 @@ def next_fetch_offset(data: bytes | memoryview) -> int | None:
             result = base + 1
         pos += size
     return result
+
+
+def count_records(data: bytes | memoryview) -> int:
+    """How many records the complete batches of ``data`` hold, from their headers only (a v2
+    batch's ``recordsCount``, control records included; a legacy entry counts one)."""
+    end = len(data)
+    pos = 0
+    count = 0
+    unpack_header = _HEADER.unpack_from
+    unpack_count = _LAST_DELTA.unpack_from
+    while end - pos >= _LOG_OVERHEAD + 5:
+        _base, length = unpack_header(data, pos)
+        size = _LOG_OVERHEAD + length
+        if length <= 0 or pos + size > end:
+            break
+        if data[pos + _MAGIC_AT] >= 2:
+            if size < _RECORDS_COUNT_AT + 4:
+                break
+            count += unpack_count(data, pos + _RECORDS_COUNT_AT)[0]
+        else:
+            count += 1
+        pos += size
+    return count
 
 
 class PartitionRecords:

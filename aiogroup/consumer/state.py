@@ -19,7 +19,8 @@ Per partition (:class:`PartitionState`):
 - ``version``: bumped by every seek/reset/stop, so a Fetch answer that was in flight across
   one is dropped instead of moving the position back.
 
-Fetch planning: one request per leader at a time (its KIP-227 session needs answers in order);
+Fetch planning: one request per node at a time (its KIP-227 session needs answers in order), to
+each partition's leader or its KIP-392 read replica (:mod:`aiogroup.consumer.replicas`);
 a partition is fetched when it has a position, is neither paused nor stopped, has fewer than two
 responses buffered (one being read, one prefetched), and the whole buffer is below
 ``fetch_max_bytes``. The buffer therefore stays under about ``fetch_max_bytes`` plus one
@@ -50,6 +51,7 @@ from aiogroup.consumer.records import (
     PartitionRecords,
     next_fetch_offset,
 )
+from aiogroup.consumer.replicas import ReadReplicas
 from aiogroup.errors import AiogroupError, ConfigurationError, LocalProtocolError
 from aiogroup.observability.health import Stall
 from aiogroup.observability.lag import end_offset
@@ -115,6 +117,8 @@ class FetchConfig:
     auto_offset_reset: ResetPolicy = DEFAULTS.auto_offset_reset
     check_crcs: bool = DEFAULTS.check_crcs
     retry_backoff_ms: int = DEFAULTS.retry_backoff_ms
+    #: How long a preferred read replica (KIP-392) is used before asking the leader again.
+    metadata_max_age_ms: int = DEFAULTS.metadata_max_age_ms
     #: Responses a partition may have buffered before it is fetched again (one being read, one
     #: prefetched).
     max_buffered_responses: int = 2
@@ -139,6 +143,7 @@ class FetchConfig:
             auto_offset_reset=config.auto_offset_reset,
             check_crcs=config.check_crcs,
             retry_backoff_ms=config.retry_backoff_ms,
+            metadata_max_age_ms=config.metadata_max_age_ms,
         )
 
     @property
@@ -202,6 +207,8 @@ class FetchedPartition:
     log_start_offset: int = -1
     aborted_transactions: Sequence[tuple[int, int]] | None = None
     records: bytes | None = None
+    #: KIP-392 (v11+): the replica to fetch this partition from next (-1: no advice).
+    preferred_read_replica: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +227,9 @@ class ConsumerState:
         self.config = config or FetchConfig()
         self._partitions: dict[TopicPartition, PartitionState] = {}
         self._leaders: dict[TopicPartition, tuple[int, int]] = {}
+        #: The brokers of the last metadata (None: not told); KIP-392 replicas fetched from.
+        self._brokers: frozenset[int] | None = None
+        self.replicas = ReadReplicas(self.config.metadata_max_age_ms / 1000)
         self._sessions: dict[int, FetchSession] = {}
         self._in_flight: dict[int, FetchPlan] = {}
         self._node_retry: dict[int, float] = {}
@@ -414,6 +424,7 @@ class ConsumerState:
     def remove(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
             st = self._partitions.pop(tp, None)
+            self.replicas.clear(tp)
             if st is not None:
                 self._drop(st)
                 if self._deferred is not None and self._deferred[0] == tp:
@@ -585,8 +596,15 @@ class ConsumerState:
 
     # -- metadata -----------------------------------------------------------------------------
 
-    def on_metadata(self, leaders: Mapping[TopicPartition, tuple[int, int]]) -> None:
-        """Who leads what (``(node_id, leader_epoch)``; partitions without a leader omitted)."""
+    def on_metadata(
+        self,
+        leaders: Mapping[TopicPartition, tuple[int, int]],
+        brokers: Collection[int] | None = None,
+    ) -> None:
+        """Who leads what (``(node_id, leader_epoch)``; partitions without a leader omitted),
+        and which brokers the cluster has now (a read replica not among them is left)."""
+        if brokers is not None:
+            self._brokers = frozenset(brokers)
         for tp in list(self._leaders):
             if tp.topic in self.topics and tp not in leaders:
                 del self._leaders[tp]
@@ -630,7 +648,8 @@ class ConsumerState:
                 self.metadata_needed = True
                 st.stall_reason = "its leader is not known (waiting for metadata)"
                 continue
-            node, epoch = leader
+            node = self.replicas.select(st.tp, leader[0], now, self._brokers)
+            epoch = leader[1]
             if node in self._in_flight or self._node_retry.get(node, now) > now:
                 continue
             assert st.fetch_offset is not None
@@ -672,6 +691,7 @@ class ConsumerState:
         session = self._sessions.get(plan.node_id)
         if session is not None:
             session.on_failure()
+        self.replicas.clear_all(plan.session.fetching)  # the leaders next (as Java)
         self._node_retry[plan.node_id] = now + self.config.retry_backoff_ms / 1000
         self.metadata_needed = True
 
@@ -679,6 +699,7 @@ class ConsumerState:
         """A Fetch answer: buffer records, update positions and leaders. Returns the number
         of partitions that got records."""
         self._end_flight(plan)
+        fetching = plan.session.fetching
         session = self._sessions.setdefault(plan.node_id, FetchSession())
         session.on_response(plan.session, response.error_code, response.session_id)
         if response.error_code:
@@ -687,13 +708,13 @@ class ConsumerState:
                 plan, f"Fetch to node {plan.node_id}: {_error_words(response.error_code)}"
             )
             if response.error_code not in (70, 71):  # session errors: just resend in full
+                self.replicas.clear_all(fetching)
                 self._node_retry[plan.node_id] = now + self.config.retry_backoff_ms / 1000
                 self.metadata_needed = True
             return 0
         cfg = self.config
         backoff = cfg.retry_backoff_ms / 1000
         with_records = 0
-        fetching = plan.session.fetching
         for part in response.partitions:
             tp = part.tp
             sent = fetching.get(tp)
@@ -709,6 +730,8 @@ class ConsumerState:
                     st.last_stable_offset = part.last_stable_offset
                 if part.log_start_offset >= 0:
                     st.log_start_offset = part.log_start_offset
+                if part.preferred_read_replica >= 0:
+                    self._prefer(tp, part.preferred_read_replica, plan.node_id, now)
                 data = part.records
                 if not data:
                     self._answered_empty(st, sent.fetch_offset, now)
@@ -731,6 +754,10 @@ class ConsumerState:
                     st.blocked = True  # reading it raises (truncated); refetch after that
                 else:
                     st.fetch_offset = end
+            elif code == OFFSET_OUT_OF_RANGE and self.replicas.clear(tp) is not None:
+                # A follower may lag its leader: the leader says whether it is out of range.
+                log.info("%s: offset %s out of range on node %s: back to the leader", tp,
+                         sent.fetch_offset, plan.node_id)  # fmt: skip
             elif code == OFFSET_OUT_OF_RANGE:
                 if st.buffer:
                     # Deliver what is buffered first; the position check happens on refetch.
@@ -740,6 +767,7 @@ class ConsumerState:
                 st.version += 1
                 self._apply_policy(st, sent.fetch_offset)
             elif code in LEADER_ERRORS:
+                self.replicas.clear(tp)
                 self._leaders.pop(tp, None)
                 self.metadata_needed = True
                 st.retry_at = now + backoff
@@ -758,6 +786,11 @@ class ConsumerState:
                 if tp not in answered and (st := self._still_fetched(plan, tp)) is not None:
                     self._answered_empty(st, sent.fetch_offset, now)
         return with_records
+
+    def _prefer(self, tp: TopicPartition, node: int, answered_by: int, now: float) -> None:
+        leader = self._leaders.get(tp)
+        if self.replicas.on_preferred(tp, node, answered_by if leader is None else leader[0], now):
+            log.info("%s: fetching from node %s (preferred read replica, KIP-392)", tp, node)
 
     def _still_fetched(self, plan: FetchPlan, tp: TopicPartition) -> PartitionState | None:
         """``tp``'s state if ``plan``'s answer still applies to it: neither revoked nor sought

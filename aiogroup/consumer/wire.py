@@ -36,11 +36,12 @@ log = logging.getLogger("aiogroup.consumer")
 
 @dataclass(frozen=True, slots=True)
 class ClusterView:
-    """Metadata for some topics: leaders ``{tp: (node_id, leader_epoch)}`` and partition
-    counts of the topics that exist."""
+    """Metadata for some topics: leaders ``{tp: (node_id, leader_epoch)}``, partition
+    counts of the topics that exist, and the ids of the brokers listed (None: not read)."""
 
     leaders: dict[TopicPartition, tuple[int, int]]
     partitions: dict[str, int]
+    brokers: frozenset[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,9 @@ class DataPlane:
                             [(a.producer_id, a.first_offset) for a in aborted] if aborted else None
                         ),
                         records=p.records,
+                        preferred_read_replica=_node_or_none(
+                            getattr(p, "preferred_read_replica", None)
+                        ),
                     )
                 )
         if request.version < 7:
@@ -215,4 +219,10 @@ class DataPlane:
         if any(transport.address(node) is None for node, _ in set(leaders.values())):
             # A leader the client has not heard of: refresh its view so it can connect.
             await transport.refresh_metadata()
-        return ClusterView(leaders, counts)
+        brokers = frozenset(int(b.node_id) for b in r.brokers or ())
+        return ClusterView(leaders, counts, brokers)
+
+
+def _node_or_none(value: Any) -> int:
+    """A broker id field (-1 when absent: versions before it, or no advice). 0 is a broker."""
+    return -1 if value is None else int(value)

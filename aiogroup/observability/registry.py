@@ -28,6 +28,12 @@ name                                meaning                                     
 ``poll-idle-ratio-avg``             share of time spent waiting inside getmany/getone  1
 ==================================  =================================================  =====
 
+Per broker (``consumer.node_metrics``, ``{node id: {name: value}}``; Java's
+``consumer-node-metrics`` are per connection): ``fetch-total`` (Fetch answers from that node),
+``bytes-fetched-total`` (record bytes), ``records-fetched-total`` (records in the complete
+batches, read from their headers, control records included). With ``client_rack`` and
+KIP-392 they show which replica the records came from.
+
 Per partition (``consumer.partition_metrics``): ``records-lag`` (the latest), ``records-lag-avg``,
 ``records-lag-max``, ``records-lead``, ``records-lead-avg``, ``records-lead-min``; lag and lead
 as :mod:`aiogroup.observability.lag` defines them, recorded each time the application is given
@@ -50,6 +56,7 @@ __all__ = [
     "COORDINATOR_METRICS",
     "FETCH_MANAGER_METRICS",
     "MetricsRegistry",
+    "NodeFetches",
     "PartitionMetrics",
     "PollTimes",
 ]
@@ -68,6 +75,15 @@ class PartitionMetrics:
     lag: Sensor = field(default_factory=Sensor)
     lead: Sensor = field(default_factory=Sensor)
     position: int | None = None
+
+
+@dataclass(slots=True)
+class NodeFetches:
+    """What the Fetch answers of one broker carried, since the start."""
+
+    fetches: int = 0
+    bytes: int = 0
+    records: int = 0
 
 
 @dataclass(slots=True)
@@ -136,6 +152,7 @@ class MetricsRegistry:
         #: When the application last began asking for records (None: never).
         self.last_poll: float | None = None
         self.partitions: dict[TopicPartition, PartitionMetrics] = {}
+        self.nodes: dict[int, NodeFetches] = {}
 
     # -- observations -------------------------------------------------------------------------
 
@@ -149,10 +166,20 @@ class MetricsRegistry:
         sent (Java records every answer, not the requests that never got one)."""
         self.commit_latency.record(latency_s * 1000.0, now)
 
-    def record_fetch(self, latency_s: float, size: int, now: float) -> None:
-        """A Fetch was answered after ``latency_s``, carrying ``size`` bytes of records."""
+    def record_fetch(
+        self, latency_s: float, size: int, now: float, *, node: int | None = None, records: int = 0
+    ) -> None:
+        """A Fetch was answered after ``latency_s``, carrying ``size`` bytes of records
+        (``records`` of them), by broker ``node``."""
         self.fetch_latency.record(latency_s * 1000.0, now)
         self.fetch_size.record(float(size), now)
+        if node is not None:
+            counts = self.nodes.get(node)
+            if counts is None:
+                counts = self.nodes[node] = NodeFetches()
+            counts.fetches += 1
+            counts.bytes += size
+            counts.records += records
 
     def record_consumed(self, records: int, now: float) -> None:
         """``records`` were handed to the application."""
@@ -229,6 +256,17 @@ class MetricsRegistry:
             "time-between-poll-avg": self.time_between_poll.avg(now),
             "time-between-poll-max": self.time_between_poll.max(now),
             "poll-idle-ratio-avg": self.poll_idle_ratio.avg(now),
+        }
+
+    def node_metrics(self) -> dict[int, dict[str, float]]:
+        """Per broker: its Fetch answers, and the record bytes and records they carried."""
+        return {
+            node: {
+                "fetch-total": float(n.fetches),
+                "bytes-fetched-total": float(n.bytes),
+                "records-fetched-total": float(n.records),
+            }
+            for node, n in sorted(self.nodes.items())
         }
 
     def partition_metrics(self, now: float) -> dict[TopicPartition, dict[str, float]]:
