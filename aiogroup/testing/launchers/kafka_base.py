@@ -491,14 +491,22 @@ class KafkaBroker:
         *,
         config: Mapping[str, str] | None = None,
         replication_factor: int = 1,
+        replicas: Sequence[Sequence[int]] | None = None,
         timeout: float = 30.0,
     ) -> None:
-        """Create a topic and wait until every partition has a leader."""
+        """Create a topic and wait until every partition has a leader. ``replicas``: each
+        partition's broker ids, its preferred leader first (then ``partitions`` is their count
+        and ``replication_factor`` is not used)."""
+        if replicas is not None:
+            partitions = len(replicas)
         topic = {
             "name": name,
-            "num_partitions": partitions,
-            "replication_factor": replication_factor,
-            "assignments": [],
+            "num_partitions": partitions if replicas is None else -1,
+            "replication_factor": replication_factor if replicas is None else -1,
+            "assignments": [
+                {"partition_index": i, "broker_ids": list(ids)}
+                for i, ids in enumerate(replicas or ())
+            ],
             "configs": [{"name": k, "value": v} for k, v in (config or {}).items()],
         }
         # the socket waits as long as the broker may (its own 10 s default cut this short)
