@@ -30,9 +30,16 @@ class Recorder:
         self.who = who
         self.lock = threading.Lock()
 
-    def write(self, event: str, partitions: Iterable[tuple[str, int]] = (), **extra: Any) -> None:
+    def write(
+        self,
+        event: str,
+        partitions: Iterable[tuple[str, int]] = (),
+        *,
+        t: float | None = None,
+        **extra: Any,
+    ) -> None:
         record = {
-            "t": time.time(),
+            "t": time.time() if t is None else t,
             "who": self.who,
             "pid": os.getpid(),
             "event": event,
@@ -175,7 +182,11 @@ def run_aiogroup(args: argparse.Namespace, rec: Recorder, stop: threading.Event)
             rec.write("started")
             while not stop.is_set():
                 # What the member believes it owns right now, as a consumer would act on it.
-                rec.write("owner_check", member.assignment, generation_id=member.generation_id)
+                # Stamped before it is read: a SIGSTOP landing between the two would otherwise
+                # date a belief from before the pause after it.
+                t = time.time()
+                believed, generation = member.assignment, member.generation_id
+                rec.write("owner_check", believed, t=t, generation_id=generation)
                 await asyncio.sleep(args.heartbeat_ms / 1000)  # a work loop, not synchronisation
         rec.write("closed")
 
