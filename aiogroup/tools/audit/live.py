@@ -276,6 +276,13 @@ class Follow:
             ends = json.loads(ends)
         return {int(p): int(o) for topic in ends.values() for p, o in topic.items()}
 
+    def caught_up(self) -> bool:
+        """Whether the events query has stored everything the ownership query has judged (its
+        offsets at least the ownership query's, partition by partition): the datasets written
+        from the stored events then cover every alert."""
+        judged, stored = self.offsets(1), self.offsets(0)
+        return all(stored.get(p, -1) >= o for p, o in judged.items())
+
     def events_offsets(self) -> dict[int, int]:
         """How far the events query has read: {kafka partition: next offset}."""
         return self.offsets(0)
