@@ -5,8 +5,9 @@ Starts the embedded broker and ``follow()`` (the job ``analyze --follow`` runs) 
 :class:`~aiogroup.observability.telemetry_kafka.KafkaTelemetry` sends it (it is kept full
 without dropping anything): ``--groups`` groups of four members, each committing and now and then
 moving a partition to another member (a revocation, then the assignment), events stamped with the
-wall clock. Every ``--inject-every`` seconds a double ownership is injected into a group of its
-own (two members told they own one partition, then both keep committing, as live members do).
+wall clock (``--rate`` caps the events per second). Every ``--inject-every`` seconds a double
+ownership is injected into a group of its own (two members told they own one partition, then
+both keep committing every 0.5 s, as live members do).
 
 Prints, from the ownership query's progress (``StreamingQuery.recentProgress``): its
 micro-batches, the rows each read and ``processedRowsPerSecond``; the backlog (records on the
@@ -94,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trigger", type=float, default=1.0, help="micro-batch interval (s)")
     ap.add_argument("--skew", type=float, default=2.0, help="watermark delay (s)")
     ap.add_argument("--inject-every", type=float, default=10.0)
+    ap.add_argument("--rate", type=float, default=0.0,
+                    help="events/s to offer (default 0: as fast as the sink sends)")
     ap.add_argument("--out", default="/tmp/bench-live-audit")
     args = ap.parse_args(argv)
     import shutil
@@ -118,10 +121,21 @@ def main(argv: list[str] | None = None) -> int:
             pending = stream.initial()
             next_inject = time.monotonic() + args.inject_every
             k = 0
+            began = time.monotonic()
+            next_commit = began
             while not stop.is_set():
-                if sink.metrics()["buffer-records"] > 15_000:
-                    stop.wait(0.001)  # the sink is full: let it send (nothing is dropped)
+                if sink.metrics()["buffer-records"] > 15_000 or (
+                        args.rate and sent > args.rate * (time.monotonic() - began)):
+                    stop.wait(0.001)  # the sink is full (nothing is dropped), or the rate
                     continue
+                if injected and time.monotonic() >= next_commit:
+                    # both owners of each injected partition go on committing, as live members
+                    next_commit += 0.5
+                    pending += [json.dumps({"v": 1, "group": g, "member": m, "client": "aiogroup",
+                                            "type": "offsets_committed", "ts": time.time(),
+                                            "seq": 1, "generation_id": gen,
+                                            "offsets": {"orders": {"0": 1}}}).encode()
+                                for g in injected for m, gen in (("A", 1), ("B", 2))]
                 if time.monotonic() >= next_inject:
                     next_inject += args.inject_every
                     k += 1
@@ -170,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     total_rows = sum(rows)
     busy = sum(durations)
     print(f"trigger {args.trigger:g} s, skew (watermark delay) {args.skew:g} s, "
-          f"{args.groups} groups x 4 members, local[2]")
+          f"{args.groups} groups x 4 members, local[2], rate "
+          f"{args.rate or 'as fast as the sink sends'}")
     print(f"fed {written} events in {fed_s:.1f} s ({written / fed_s:.0f}/s offered by the sink; "
           f"{sink.dropped} dropped)")
     print(f"ownership query: {len(progress)} micro-batches with data, {total_rows} rows in "

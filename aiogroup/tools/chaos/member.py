@@ -102,8 +102,10 @@ MAX_RECORDS = 50
 
 class KafkaTee(JsonlTelemetry):
     """The member's JSON Lines file, each event also forwarded to a telemetry topic (the same
-    bytes: :meth:`KafkaTelemetry.forward`). Closing writes ``closed`` to both, then sends what
-    the topic's sink holds (within its ``close_timeout_s``)."""
+    bytes:
+    :meth:`~aiogroup.observability.telemetry_kafka.KafkaTelemetry.forward`). Closing writes
+    ``closed`` to both, then sends what the topic's sink holds (within its
+    ``close_timeout_s``)."""
 
     def __init__(
         self, directory: str, member_name: str, *, kafka: Any, client: str, group_id: str
