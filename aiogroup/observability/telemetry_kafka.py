@@ -205,11 +205,20 @@ class KafkaTelemetry(TelemetrySink):
                 "errors-total": float(self.errors),
             }
 
-    def close(self) -> None:
+    def close(self, *, closed_event: bool = True) -> None:
         """Write the ``closed`` event, send what is buffered within ``close_timeout_s``, stop.
 
-        Whatever is still unsent then is dropped, counted and logged. Idempotent."""
-        super().close()
+        Whatever is still unsent then is dropped, counted and logged. Idempotent. With
+        ``closed_event=False`` no event of the sink's own is written: a sink that only
+        forwards another's events (which wrote its own ``closed``)."""
+        if closed_event:
+            super().close()
+            return
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._finish()
 
     async def aclose(self) -> None:
         """:meth:`close` from a coroutine: the event loop keeps running while the sink sends

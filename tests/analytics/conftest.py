@@ -1,5 +1,5 @@
 """One SparkSession for every analytics test (starting the JVM is the expensive part), with
-Spark's Kafka source for the live audit."""
+Spark's Kafka source for the live audit; the standalone cluster of the cluster tests."""
 
 from __future__ import annotations
 
@@ -26,3 +26,14 @@ def spark() -> Iterator[Any]:
                             extra_conf={"spark.jars": jars})
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(spark: Any) -> Iterator[Any]:
+    """A standalone Spark cluster (a master, two workers of one core) on 127.0.0.1, from the
+    installed pyspark: :class:`aiogroup.tools.audit.cluster.StandaloneCluster`."""
+    from aiogroup.tools.audit.cluster import StandaloneCluster
+
+    # ``spark`` first: the local session's JVM is up before the cluster's three start
+    with StandaloneCluster(workers=2, worker_cores=1, worker_memory="768m") as c:
+        yield c

@@ -13,7 +13,6 @@ import json
 import shutil
 import urllib.request
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +38,6 @@ def events(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(DATA / name, root / name)
     messy(root / "messy", 5)
     return root
-
-
-@pytest.fixture(scope="module")
-def cluster(spark: Any) -> Iterator[StandaloneCluster]:
-    # ``spark`` first: the local session's JVM is up before the cluster's three start
-    with StandaloneCluster(workers=2, worker_cores=1, worker_memory="768m") as c:
-        yield c
 
 
 def _read(path: Path) -> pd.DataFrame:

@@ -340,3 +340,27 @@ def test_a_query_that_died_fails_the_wait_with_its_exception(tmp_path: Path) -> 
     stopped = Follow(cast(Any, None), tmp_path, TOLERANCE_S, queries=[_Ended(None)])
     assert stopped.wait(lambda _: False, DEADLINE_S) is False
     assert stopped.wait(lambda _: True, DEADLINE_S) is True
+
+
+class _Progress:
+    """A query as far as its last finished micro-batch: its id and the offsets it read to."""
+
+    def __init__(self, batch_id: int, ends: dict[str, int]) -> None:
+        self.lastProgress = {"batchId": batch_id, "sources": [{"endOffset": {TOPIC: ends}}]}
+
+
+def test_stopping_waits_until_what_was_judged_is_stored(tmp_path: Path) -> None:
+    from aiogroup.tools.audit.live import Follow, LiveBatch
+
+    def follow(events: _Progress, ownership: _Progress, seen: int) -> Any:
+        live = Follow(cast(Any, None), tmp_path, TOLERANCE_S, queries=[events, ownership])
+        live.batches.append(LiveBatch(seen, [], [], {}, 0.0))
+        return live
+
+    assert follow(_Progress(7, {"0": 10, "1": 4}), _Progress(4, {"0": 10, "1": 4}), 4).caught_up()
+    # an alert of batch 5 is seen while batch 5 runs: its events are not stored yet
+    assert not follow(_Progress(7, {"0": 10, "1": 4}), _Progress(4, {"0": 10, "1": 4}),
+                      5).caught_up()
+    # the events query is behind on one partition
+    assert not follow(_Progress(7, {"0": 10, "1": 3}), _Progress(4, {"0": 10, "1": 4}),
+                      4).caught_up()

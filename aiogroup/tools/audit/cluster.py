@@ -196,6 +196,25 @@ class StandaloneCluster:
         """``spark-submit --master spark://...`` the job (default: the audit) with
         ``job_args``; every core of the cluster, the driver on loopback. Raises
         :class:`ClusterError` with the tail of the output when the job fails."""
+        cmd = self.submit_command(job_args, conf=conf, executor_memory=executor_memory, job=job)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env=self._env(), stdin=subprocess.DEVNULL)
+        if done.returncode != 0:
+            self._failed = True
+            raise ClusterError(f"spark-submit exited with {done.returncode}:\n"
+                               f"{done.stdout[-1500:]}\n{done.stderr[-3000:]}")
+        return done
+
+    def submit_command(
+        self,
+        job_args: Sequence[str],
+        *,
+        conf: Mapping[str, str] | None = None,
+        executor_memory: str = "512m",
+        job: Path = JOB,
+    ) -> list[str]:
+        """The ``spark-submit`` command line :meth:`submit` runs (with :meth:`env`), for a
+        caller that runs it itself (a live audit, stopped by its pid)."""
         settings = {
             "spark.driver.host": self.host,
             "spark.driver.bindAddress": self.host,
@@ -215,13 +234,11 @@ class StandaloneCluster:
         for key, value in settings.items():
             cmd += ["--conf", f"{key}={value}"]
         cmd += [str(job), *job_args]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              env=self._env(), stdin=subprocess.DEVNULL)
-        if done.returncode != 0:
-            self._failed = True
-            raise ClusterError(f"spark-submit exited with {done.returncode}:\n"
-                               f"{done.stdout[-1500:]}\n{done.stderr[-3000:]}")
-        return done
+        return cmd
+
+    def env(self) -> dict[str, str]:
+        """The environment the cluster's processes and :meth:`submit` run with."""
+        return self._env()
 
     def stop(self) -> None:
         """Stop the workers, then the master, by pid (TERM, then KILL after 20 s)."""

@@ -276,6 +276,19 @@ class Follow:
             ends = json.loads(ends)
         return {int(p): int(o) for topic in ends.values() for p, o in topic.items()}
 
+    def caught_up(self) -> bool:
+        """Whether the events query has stored everything the ownership query has judged: the
+        ownership query has finished every micro-batch it handed to :meth:`on_batch` (an
+        alert is seen while its batch still runs), and the events query's offsets are at least
+        its own, partition by partition. The datasets written from the stored events then
+        cover every alert."""
+        progress = self.queries[1].lastProgress if len(self.queries) > 1 else None
+        seen = max((b.batch_id for b in self.batches), default=-1)
+        if int((progress or {}).get("batchId", -1)) < seen:
+            return False
+        judged, stored = self.offsets(1), self.offsets(0)
+        return all(stored.get(p, -1) >= o for p, o in judged.items())
+
     def events_offsets(self) -> dict[int, int]:
         """How far the events query has read: {kafka partition: next offset}."""
         return self.offsets(0)

@@ -76,6 +76,10 @@ def run_follow(args: argparse.Namespace) -> int:
                 _refresh(spark, out, args, refresh, render_html)
                 last_refresh = time.monotonic()
     finally:
+        # the datasets written at the stop cover every event the alerts were judged from:
+        # the events query finishes its micro-batch (bounded: it may have failed)
+        if all(q.isActive for q in live.queries):
+            live.wait(lambda lv: lv.caught_up(), max(30.0, 10 * args.trigger))
         live.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -34,7 +34,11 @@ callbacks,
 poll returned), ``offsets_committed`` (with the time the commit was sent), ``commit_failed``,
 ``closed``; aiogroup members add ``acting``, ``state`` and ``leader_round`` (see
 docs/telemetry.md); the kafka-python wrapper adds ``leader_round`` when it leads. Besides:
-``started`` (with the kind) and ``error`` (what ended the process abnormally).
+``started`` (with the kind) and ``error`` (what ended the process abnormally). With
+``--telemetry-topic TOPIC`` (every kind but the peers) each event also goes, as it is, to that
+topic through :class:`~aiogroup.observability.telemetry_kafka.KafkaTelemetry` (on
+``--telemetry-bootstrap``, default the member's broker), which ``analyze --follow TOPIC``
+audits live; the file stays the evidence the checker reads.
 
 SIGTERM closes the member cleanly: aiogroup members hand their partitions off first
 (``hand_off()``, under an aiogroup leader; otherwise commit, revoke, leave; consumers keep
@@ -65,6 +69,7 @@ __all__ = [
     "DEFAULT_KINDS",
     "KINDS",
     "PEER_KINDS",
+    "KafkaTee",
     "librdkafka_group_options",
     "main",
 ]
@@ -93,6 +98,46 @@ CONSUMER_PROTOCOL_DEFAULT_KINDS = ("aiogroup", "aiogroup-consumer", "librdkafka"
 ASSIGNOR = "cooperative-sticky"
 #: Records handed to the application per poll (small batches: fine-grained evidence).
 MAX_RECORDS = 50
+
+
+class KafkaTee(JsonlTelemetry):
+    """The member's JSON Lines file, each event also forwarded to a telemetry topic (the same
+    bytes:
+    :meth:`~aiogroup.observability.telemetry_kafka.KafkaTelemetry.forward`). Closing writes
+    ``closed`` to both, then sends what the topic's sink holds (within its
+    ``close_timeout_s``)."""
+
+    def __init__(
+        self, directory: str, member_name: str, *, kafka: Any, client: str, group_id: str
+    ) -> None:
+        super().__init__(directory, member_name, client=client, group_id=group_id)
+        self.kafka = kafka
+
+    def _write(self, record: Mapping[str, Any], line: bytes) -> None:
+        super()._write(record, line)
+        self.kafka.forward(line)
+
+    def _finish(self) -> None:
+        super()._finish()
+        self.kafka.close(closed_event=False)
+
+
+def _telemetry(args: argparse.Namespace) -> JsonlTelemetry:
+    """The member's sink: its file, and the topic too with ``--telemetry-topic``."""
+    client = CLIENT_OF[args.kind]
+    if not args.telemetry_topic:
+        return JsonlTelemetry(args.dir, args.name, client=client, group_id=args.group)
+    from aiogroup.observability.telemetry_kafka import KafkaTelemetry
+
+    kafka = KafkaTelemetry(
+        args.telemetry_bootstrap or args.bootstrap,
+        args.telemetry_topic,
+        args.name,
+        group_id=args.group,
+        client=client,
+        retry_backoff_s=0.05,
+    )
+    return KafkaTee(args.dir, args.name, kafka=kafka, client=client, group_id=args.group)
 
 
 def _processed(telemetry: JsonlTelemetry, batch: Mapping[TopicPartition, list[int]]) -> None:
@@ -480,6 +525,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="classic",
         help="'consumer': KIP-848 (Kafka 4.x; the kinds of CONSUMER_PROTOCOL_KINDS)",
     )
+    parser.add_argument(
+        "--telemetry-topic",
+        default="",
+        help="also send every telemetry event to this topic (KafkaTelemetry; not the peers)",
+    )
+    parser.add_argument(
+        "--telemetry-bootstrap", default="", help="the topic's brokers (default --bootstrap)"
+    )
     parser.add_argument("--session-ms", type=int, default=3000)
     parser.add_argument("--heartbeat-ms", type=int, default=500)
     parser.add_argument("--rebalance-ms", type=int, default=10000)
@@ -492,6 +545,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="aiogroup's close bound (the runner kills a member after 20 s)",
     )
     args = parser.parse_args(argv)
+    if args.telemetry_topic and args.kind in PEER_KINDS:
+        parser.error(f"{args.kind} writes its own telemetry: no --telemetry-topic")
     if args.group_protocol == "consumer" and args.kind not in CONSUMER_PROTOCOL_KINDS:
         parser.error(f"{args.kind} speaks only the classic group protocol")
     return args
@@ -506,9 +561,7 @@ def main(argv: list[str] | None = None) -> int:
             with JsonlTelemetry(args.dir, args.name, client=CLIENT_OF[args.kind]) as telemetry:
                 _error(telemetry, "exec", exc)
             raise
-    telemetry = JsonlTelemetry(
-        args.dir, args.name, client=CLIENT_OF[args.kind], group_id=args.group
-    )
+    telemetry = _telemetry(args)
     runner = {
         "aiogroup": run_aiogroup,
         "aiogroup-consumer": run_aiogroup,
