@@ -350,6 +350,16 @@ class Requests:
                     counts = {t: i.partitions for t, i in infos.items()}
                     self.host.post(ev.MetadataUpdated(counts, ids))
                     return
+                if action.racks:  # KIP-881: a leader some of whose members have a rack
+                    wanted = None if action.topics is None else sorted(action.topics)
+                    infos = await self.transport.topic_metadata(wanted, racks=True)
+                    if action.topics is None and action.pattern is not None:
+                        pat = action.pattern
+                        infos = {t: i for t, i in infos.items() if pat.fullmatch(t)}
+                    counts = {t: i.partitions for t, i in infos.items()}
+                    racks = {t: i.partition_racks or () for t, i in infos.items()}
+                    self.host.post(ev.MetadataUpdated(counts, partition_racks=racks))
+                    return
                 if action.topics is None:
                     counts = await self.transport.partitions_per_topic(None)
                     if action.pattern is not None:

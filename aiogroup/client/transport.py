@@ -195,10 +195,12 @@ class ConsumerGroupHeartbeatResult:
 
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
-    """One topic of a Metadata answer: its partition count and id (None before v10)."""
+    """One topic of a Metadata answer: its partition count and id (None before v10), and,
+    when asked (KIP-881), the racks of each partition's replicas in partition order."""
 
     partitions: int
     topic_id: uuid.UUID | None = None
+    partition_racks: tuple[frozenset[str], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -922,9 +924,14 @@ class Transport:
         """Metadata for ``topics`` (None: every topic): partition counts of those that exist."""
         return {n: info.partitions for n, info in (await self.topic_metadata(topics)).items()}
 
-    async def topic_metadata(self, topics: Sequence[str] | None) -> dict[str, TopicInfo]:
+    async def topic_metadata(
+        self, topics: Sequence[str] | None, *, racks: bool = False
+    ) -> dict[str, TopicInfo]:
         """Metadata for ``topics`` (None: every topic): the partition count and id (Metadata
-        v10+; KIP-848 assignments name topics by id) of those that exist."""
+        v10+; KIP-848 assignments name topics by id) of those that exist; with ``racks``, the
+        racks of each partition's replicas too (KIP-881: the ``rack`` of each broker in
+        ``replica_nodes``, every replica counted as Java does; a broker without one, or
+        unknown, adds nothing)."""
         wanted = None if topics is None else sorted(set(topics))
         if wanted is not None and not wanted:
             return {}
@@ -941,12 +948,31 @@ class Transport:
         request = Request("Metadata", MetadataRequest, MetadataResponse, build)
         r = await self.send(None, request)
         found: dict[str, TopicInfo] = {}
+        rack_of: dict[int, str] = {}
+        if racks:
+            for b in r.brokers or ():
+                rack = getattr(b, "rack", None)
+                if rack:
+                    rack_of[int(b.node_id)] = str(rack)
+        sets: dict[frozenset[str], frozenset[str]] = {}  # one object per distinct set
         for t in r.topics:
             if t.error_code == 0 and t.partitions and (wanted is None or t.name in wanted):
                 topic_id = getattr(t, "topic_id", None)
                 known = topic_id is not None and int(uuid.UUID(str(topic_id))) != 0
+                of_partition: tuple[frozenset[str], ...] | None = None
+                if racks:
+                    count = len(t.partitions)
+                    per = [frozenset[str]()] * count
+                    for p in t.partitions:
+                        index = int(p.partition_index)
+                        if 0 <= index < count:
+                            found_racks = frozenset(
+                                rack_of[n] for n in p.replica_nodes or () if n in rack_of
+                            )
+                            per[index] = sets.setdefault(found_racks, found_racks)
+                    of_partition = tuple(per)
                 found[t.name] = TopicInfo(
-                    len(t.partitions), uuid.UUID(str(topic_id)) if known else None
+                    len(t.partitions), uuid.UUID(str(topic_id)) if known else None, of_partition
                 )
         return found
 

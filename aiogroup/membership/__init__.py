@@ -26,7 +26,8 @@ action                 answer
 FindCoordinator        CoordinatorFound(token, node_id, host, port) once connected, or
                        CoordinatorLookupFailed(token, error_code)
 RequestMetadata        MetadataUpdated(partitions_per_topic) covering every topic asked
-                       (``topics=None``: all topics, for a regex subscription); no token
+                       (``topics=None``: all topics, for a regex subscription); no token;
+                       ``racks``: with partition_racks (KIP-881, a leader of racked members)
 SendJoinGroup          JoinGroupCompleted(token, ...) or JoinGroupFailed(token, error_code,
                        member_id)
 SendSyncGroup          SyncGroupCompleted(token, assignment bytes) or SyncGroupFailed(token, code)

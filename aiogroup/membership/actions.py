@@ -54,11 +54,15 @@ class RequestMetadata(Action):
     ``topics`` lists the topics wanted; ``None`` means all topics (regex subscriptions). The
     answer must cover every topic listed (an absent topic is taken as not existing).
     ``topic_ids``: answer with the topics' ids too (MetadataUpdated.topic_ids, KIP-848).
+    ``racks``: answer with the racks of each partition's replicas too
+    (MetadataUpdated.partition_racks, KIP-881); asked only by a leader some of whose members
+    have a rack, as they cost a pass over every partition's replicas.
     """
 
     topics: frozenset[str] | None
     pattern: re.Pattern[str] | None = None
     topic_ids: bool = False
+    racks: bool = False
 
 
 @dataclass(frozen=True, slots=True)

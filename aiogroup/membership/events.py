@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aiogroup.protocol.types import JoinGroupMember
@@ -122,10 +122,16 @@ class MetadataUpdated(Event):
 
     ``topic_ids`` maps topic names to their ids (Metadata v10+), when RequestMetadata asked for
     them (``topic_ids=True``: the KIP-848 machine, whose assignments name topics by id).
+
+    ``partition_racks`` (KIP-881), when RequestMetadata asked for them (``racks=True``: a
+    leader some of whose members have a rack): per topic, the racks of each partition's
+    replicas in partition order (:data:`aiogroup.assignors.base.PartitionRacks`, the brokers'
+    ``broker.rack`` of every replica); ``None`` when not asked.
     """
 
     partitions_per_topic: Mapping[str, int] = field(default_factory=dict)
     topic_ids: Mapping[str, uuid.UUID] = field(default_factory=dict)
+    partition_racks: Mapping[str, Sequence[frozenset[str]]] | None = None
 
 
 # -- coordinator --------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from aiogroup.assignors.base import PartitionAssignor
+from aiogroup.assignors.base import PartitionAssignor, PartitionRacks, run_assignor
 from aiogroup.errors import AiogroupError
 from aiogroup.membership.deltas import (
     LeaderPlan,
@@ -206,6 +206,12 @@ class Leadership:
         self.group_topics = frozenset().union(*(s.topics for s in subscriptions.values()))
         return self.group_topics
 
+    @property
+    def racked(self) -> bool:
+        """Whether some member of the round has a rack (``rack_id``, KIP-881): only then does
+        the assignment want the partitions' replica racks."""
+        return any(s.rack_id for s in self.subscriptions.values())
+
     def follower(self) -> None:
         """We do not lead this generation: nothing of a round to remember."""
         self.group_topics = frozenset()
@@ -219,6 +225,7 @@ class Leadership:
         metadata: Mapping[str, int],
         *,
         cooperative: bool,
+        partition_racks: PartitionRacks | None = None,
     ) -> tuple[tuple[str, bytes], ...]:
         """KIP-429 2a-2f: the SyncGroup assignments of the round :meth:`joined` took,
         ``(member id, Assignment bytes)`` for every member, sorted by member id.
@@ -240,7 +247,10 @@ class Leadership:
         # (Dropping claims keeps the topics: the union joined() took is the group's.)
         partitions_per_topic = {t: metadata[t] for t in sorted(self.group_topics) if t in metadata}
         all_members = sorted({m.member_id for m in self.members})
-        raw = assignor.assign(partitions_per_topic, subscriptions)
+        # KIP-881: the racks of the partitions' replicas, when some member has a rack (the
+        # driver fetches them only then); run_assignor hands them to assign_partitions.
+        racks = partition_racks if partition_racks is not None and self.racked else None
+        raw = run_assignor(assignor, partitions_per_topic, subscriptions, racks)
         assignments = {m: raw.get(m, Assignment()) for m in all_members}
         assignments, plan = leader_plan(
             assignments, subscriptions, partitions_per_topic, cooperative=cooperative

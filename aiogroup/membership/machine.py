@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from aiogroup.assignors.base import GroupMetadata, RebalanceProtocol
+from aiogroup.assignors.base import GroupMetadata, PartitionRacks, RebalanceProtocol
 from aiogroup.errors import (
     AiogroupError,
     CommitFailedError,
@@ -158,6 +158,9 @@ class MembershipMachine:
             retry_backoff_ms=config.retry_backoff_ms,
             retry_backoff_max_ms=config.retry_backoff_max_ms,
         )
+        #: The racks of the partitions' replicas from the last metadata answer (KIP-881), when
+        #: it carried them.
+        self._partition_racks: PartitionRacks | None = None
         self._own = Ownership()
         self._live = Liveness(
             session_timeout_ms=config.session_timeout_ms,
@@ -408,8 +411,21 @@ class MembershipMachine:
         group = self._leader.group_topics if self.is_leader else ()
         return self._interest.wanted((tp.topic for tp in self._own.owned), group)
 
+    def _wants_racks(self) -> bool:
+        """Whether the metadata must carry partition racks (KIP-881): we lead a round some of
+        whose members have a rack."""
+        return self.is_leader and self._leader.racked
+
+    def _racks_cover(self, topics: frozenset[str]) -> bool:
+        racks = self._partition_racks
+        return racks is not None and all(t in racks for t in topics)
+
     def _request_metadata(self, out: Out) -> None:
-        out.append(act.RequestMetadata(self._metadata_topics(), self._interest.pattern))
+        out.append(
+            act.RequestMetadata(
+                self._metadata_topics(), self._interest.pattern, racks=self._wants_racks()
+            )
+        )
 
     def _commit_action(
         self,
@@ -657,6 +673,7 @@ class MembershipMachine:
                 self.generation_id,
                 self._interest.metadata or {},
                 cooperative=self.protocol is RebalanceProtocol.COOPERATIVE,
+                partition_racks=self._partition_racks if self._wants_racks() else None,
             )
         except Exception as exc:  # the assignor is user code
             error = AssignorError(f"assignor {name!r} failed: {exc!r}")
@@ -878,11 +895,16 @@ class MembershipMachine:
 
     def _on_metadata(self, e: ev.MetadataUpdated, now: float, out: Out) -> None:
         metadata = self._interest.update(e.partitions_per_topic)
+        # An answer without racks (not asked for them) leaves none: racks are only as fresh
+        # as the metadata they came with.
+        self._partition_racks = e.partition_racks
         if self._state in QUIET:
             return
         asked = self._metadata_topics()
         self._interest.track_missing(now, asked)
         if self._state is S.AWAITING_METADATA:
+            if self._wants_racks() and e.partition_racks is None:
+                return  # an answer to an older request: wait for the one with racks
             self._leader_assign(now, out)
             return
         if not self.has_subscription:
@@ -939,7 +961,11 @@ class MembershipMachine:
             return
         group_topics = self._leader.joined(e.members)
         metadata = self._interest.metadata
-        if metadata is None or not group_topics <= set(metadata):
+        if (
+            metadata is None
+            or not group_topics <= set(metadata)
+            or (self._wants_racks() and not self._racks_cover(group_topics & metadata.keys()))
+        ):
             # The leader assigns from metadata covering every member's topics. It waits at
             # most one heartbeat interval; after that, missing topics count as absent (a
             # later metadata update makes the leader rejoin, KIP-429 1b).

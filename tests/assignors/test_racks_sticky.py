@@ -139,9 +139,11 @@ def test_racks_that_change_nothing_give_the_plain_result(group: RackGroup, same:
     assert eager(group, racks) == eager(group, None)
 
 
-def best_matches(group: RackGroup, allowed: object) -> int:
+def best_matches(group: RackGroup, allowed: object, *, no_violation: bool = False) -> int:
     """The most rack-matched partitions of any complete assignment whose loads (by member, in
-    member order) ``allowed(loads)`` accepts, found by trying every one."""
+    member order) ``allowed(loads)`` accepts, found by trying every one; ``no_violation``: of
+    those that break no balance criterion too (no partition on a member with 2+ more than
+    another subscriber of its topic)."""
     members = sorted(group.subscriptions)
     parts = [
         (t, p)
@@ -151,11 +153,23 @@ def best_matches(group: RackGroup, allowed: object) -> int:
     ]
     rack = {m: group.subscriptions[m].rack_id for m in members}
     choices = [[m for m in members if t in group.subscriptions[m].topics] for t, _ in parts]
+    choices_of = {
+        t: [t in group.subscriptions[m].topics for m in members] for t in group.partitions_per_topic
+    }
     best = -1
     for pick in itertools.product(*choices):
         load = tuple(pick.count(m) for m in members)
         if not allowed(load):  # type: ignore[operator]
             continue
+        if no_violation:
+            at = dict(zip(members, load, strict=True))
+            if any(
+                at[o] <= at[m] - 2
+                for (t, _), m in zip(parts, pick, strict=True)
+                for o, c in zip(members, choices_of[t], strict=True)
+                if c
+            ):
+                continue
         score = sum(
             1
             for (t, p), m in zip(parts, pick, strict=True)
@@ -194,8 +208,11 @@ def test_matched_is_the_most_the_balance_allows(group: RackGroup) -> None:
         best = best_matches(group, lambda load: sorted(load) == spread)
         assert matched(aware, group) == best
     else:
-        # At least the most matched of the assignments with exactly our loads.
-        assert matched(aware, group) >= best_matches(group, lambda load: load == ours)
+        # At least the most matched of the assignments with exactly our loads that break no
+        # balance criterion (one that does could match more: giving a partition to a member
+        # with 2+ more than another subscriber is what the flow refuses).
+        best = best_matches(group, lambda load: load == ours, no_violation=True)
+        assert matched(aware, group) >= best
 
 
 @SETTINGS
@@ -331,3 +348,59 @@ def test_sticky_eager_reads_racks_too() -> None:
         "c1": {"t": (1, 4)},
         "c2": {"t": (2, 5)},
     }
+
+
+def test_swaps_settle_after_a_member_leaves() -> None:
+    """Regression: on the general path's swaps, each cooperative round handed the previous
+    one's assignment moved and withheld more (bench_leader, general, 100k partitions: 4,103
+    withheld, then 2,997, 2,527, 2,188). The swaps stop at their work budget, short of a local
+    optimum, and moved owned partitions, so every round found more. Reproduced small with the
+    budget at its constant part (100 topics x 20 partitions, 300 members, 3 racks, 2 replicas):
+    the leaver's partitions move, the follow-up round withholds nothing, then nothing moves."""
+    import random
+
+    rnd = random.Random(1)
+    ppt = {f"t{t:03d}": 20 for t in range(100)}
+    names = sorted(ppt)
+    topics = {
+        f"c{m:04d}": sorted(rnd.sample(names, max(1, round(len(names) * rnd.uniform(0.3, 0.7)))))
+        for m in range(300)
+    }
+    rack_names = ["rack-0", "rack-1", "rack-2"]
+    racks: dict[str, list[frozenset[str]]] = {}
+    i = 0
+    for topic in names:
+        racks[topic] = []
+        for _ in range(ppt[topic]):
+            racks[topic].append(frozenset({rack_names[i % 3], rack_names[(i + 1) % 3]}))
+            i += 1
+    member_rack = {m: rack_names[k % 3] for k, m in enumerate(sorted(topics))}
+    with (
+        patch.object(balancer_racks, "FLOW_EDGES", 0),
+        patch.object(balancer_racks, "SWAP_WORK", 0),
+    ):
+        fresh = CooperativeStickyAssignor().assign_partitions(
+            ppt, {m: Subscription(ts, rack_id=member_rack[m]) for m, ts in topics.items()}, racks
+        )
+        gone = sorted(topics)[len(topics) // 2]
+        rest = {m: ts for m, ts in topics.items() if m != gone}
+        assignor = CooperativeStickyAssignor()
+        current = fresh
+        history = []
+        for generation in range(1, 5):
+            subs = {
+                m: Subscription(
+                    ts,
+                    owned_partitions=current[m].partitions,
+                    generation_id=generation,
+                    rack_id=member_rack[m],
+                )
+                for m, ts in rest.items()
+            }
+            current = assignor.assign_partitions(ppt, subs, racks)
+            history.append((assignor.last_moved, assignor.last_withheld))
+    leaver_owned = sum(map(len, fresh[gone].partitions.values()))
+    assert history[1][1] == 0, history  # the follow-up round withholds nothing
+    assert history[2:] == [(0, 0), (0, 0)], history  # then the group keeps its assignment
+    assert history[0][0] == leaver_owned, history  # only the leaver's partitions move
+    check_complete(ppt, {m: Subscription(ts) for m, ts in rest.items()}, current)

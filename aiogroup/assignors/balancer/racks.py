@@ -27,7 +27,11 @@ group's share is handed out in contiguous runs of partition-then-topic order (KA
   other subscribers have 2+ fewer partitions (the balance criterion). When that graph is too
   large (members with many different subscriptions), partitions change hands in pairs
   instead, when a swap matches more, within a work budget linear in the group's size: local
-  exchanges, as Java's greedy passes, not always the maximum.
+  exchanges, as Java's greedy passes, not always the maximum. Only partitions that change
+  hands anyway (that their holder did not own) are swapped: stickiness before matching on
+  this path, so that a group handed its own assignment keeps it and a cooperative follow-up
+  round settles (moving owned partitions, the swaps, which stop short of a local optimum,
+  found more to move every round).
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ __all__ = ["FLOW_EDGES", "RackView", "improve_matches", "rack_view", "uniform_ra
 #: Unequal subscriptions take the flow while its graph has at most this many edges between
 #: cells and groups; past it, the swaps.
 FLOW_EDGES = 20_000
+
+#: The swaps' work budget: this many steps per partition and member, plus a constant.
+SWAP_WORK = 20
 
 
 class RackView:
@@ -483,14 +490,20 @@ def _swaps(
         return found
 
     def givable(i: int) -> list[int]:
-        """Member i's partitions, those it did not own first, then those not matched."""
+        """Member i's partitions that it did not own, those not matched first. What a member
+        owns and still holds is never swapped: the swaps stop at a work budget, short of a
+        local optimum, so moving owned partitions would let every round handed the previous
+        one's result move (and, cooperatively, withhold) more, without end. Swapping only the
+        partitions that change hands anyway keeps a group's own assignment as it is, and a
+        cooperative follow-up round, whose only such partitions are the ones withheld and now
+        released, withholds nothing."""
         c = member_class[i]
         return sorted(
-            (g for g in held[i] if holder[g] == i),
-            key=lambda g: (owner_of[g] == i, c in kind_racks[kind_of[g]], g),
+            (g for g in held[i] if holder[g] == i and owner_of[g] != i),
+            key=lambda g: (c in kind_racks[kind_of[g]], g),
         )
 
-    work = 20 * (layout.total + members) + 10_000
+    work = SWAP_WORK * (layout.total + members) + 10_000
     changed = False
     for a in range(members):
         ca = member_class[a]
