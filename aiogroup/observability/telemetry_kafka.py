@@ -51,19 +51,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka.partitioner import murmur2
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from aiogroup.errors import AiogroupError
 from aiogroup.observability.telemetry import Clock, TelemetrySink
 from aiogroup.protocol.record_batch import BatchRecord, encode_batch
+from aiogroup.protocol.types import TopicPartition
 
-__all__ = ["PRODUCE_VERSIONS", "KafkaTelemetry", "record_key"]
+__all__ = ["KafkaTelemetry", "record_key"]
 
 log = logging.getLogger(__name__)
-
-#: Produce versions the sink speaks: v3 (record batches, magic v2) to v11 (v13 names topics by
-#: id). Kafka 2.3 answers up to v7, 4.x from v3.
-PRODUCE_VERSIONS = (3, 11)
 
 #: Per-partition answers worth another try (leadership moving, a topic being created, time-outs).
 _RETRIABLE = frozenset({3, 5, 6, 7, 13, 14, 15, 19, 20, 56, 74, 75})
@@ -380,49 +376,31 @@ class _Sender:
         return sorted(retry, key=lambda r: order[id(r)])
 
     async def _produce(self, node: int, parts: dict[int, list[_Record]]) -> list[_Record]:
-        from aiogroup.client.transport import Request
+        from aiogroup.client.produce import produce
 
         sink = self.sink
-        data = {p: _batch_bytes(records) for p, records in parts.items()}
-        T = ProduceRequest.TopicProduceData
-        P = T.PartitionProduceData
-
-        def build(version: int) -> Any:
-            return ProduceRequest(
-                transactional_id=None,
-                acks=sink.acks,
-                timeout_ms=sink.request_timeout_ms,
-                topic_data=[T(name=sink.topic, partition_data=[
-                    P(index=p, records=b) for p, b in data.items()])],
-            )
-
-        request = Request("Produce", ProduceRequest, ProduceResponse, build,
-                          versions=PRODUCE_VERSIONS)
+        data = {TopicPartition(sink.topic, p): _batch_bytes(rs) for p, rs in parts.items()}
         try:
-            answer = await self.transport.send(node, request)
+            codes = await produce(
+                self.transport, node, data, acks=sink.acks, timeout_ms=sink.request_timeout_ms
+            )
         except AiogroupError as exc:
             self._trouble(f"Produce to node {node} failed: {exc}")
             return [r for records in parts.values() for r in records]
         retry: list[_Record] = []
-        answered: set[int] = set()
-        for topic in answer.responses or ():
-            for pr in topic.partition_responses or ():
-                p = int(pr.index)
-                answered.add(p)
-                records = parts.get(p, [])
-                code = int(pr.error_code)
-                if code == 0:
-                    with sink._lock:
-                        sink.written += len(records)
-                elif code in _RETRIABLE:
-                    self._trouble(f"partition {p} answered error code {code}")
-                    retry.extend(records)
-                else:
-                    with sink._lock:
-                        sink._drop(len(records), f"the broker refused them (error code {code})")
         for p, records in parts.items():
-            if p not in answered:
+            code = codes[TopicPartition(sink.topic, p)]
+            if code == 0:
+                with sink._lock:
+                    sink.written += len(records)
+            elif code is None:  # left out of the answer: try again
                 retry.extend(records)
+            elif code in _RETRIABLE:
+                self._trouble(f"partition {p} answered error code {code}")
+                retry.extend(records)
+            else:
+                with sink._lock:
+                    sink._drop(len(records), f"the broker refused them (error code {code})")
         return retry
 
 

@@ -31,12 +31,11 @@ from kafka.protocol.producer import (
     EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
-    ProduceRequest,
-    ProduceResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
 
+from aiogroup.client.produce import produce
 from aiogroup.client.transport import Request, Transport
 from aiogroup.consumer.group_metadata import ConsumerGroupMetadata
 from aiogroup.errors import RemoteProtocolError, UnsupportedApiVersionError, error_for_code
@@ -282,32 +281,8 @@ class TransactionWire:
     ) -> dict[TopicPartition, int]:
         """One Produce (acks=all) of one batch per partition to leader ``node``; error codes
         per partition (a partition the answer leaves out is -1: unknown outcome)."""
-        tid = self.transactional_id
-        by_topic: dict[str, list[tuple[int, bytes]]] = {}
-        for tp, data in sorted(batches.items()):
-            by_topic.setdefault(tp.topic, []).append((tp.partition, data))
-
-        def build(version: int) -> Any:
-            T = ProduceRequest.TopicProduceData
-            P = T.PartitionProduceData
-            return ProduceRequest(
-                transactional_id=tid,
-                acks=-1,
-                timeout_ms=timeout_ms,
-                topic_data=[
-                    T(name=t, partition_data=[P(index=p, records=b) for p, b in parts])
-                    for t, parts in by_topic.items()
-                ],
-            )
-
-        request = Request(
-            "Produce", ProduceRequest, ProduceResponse, build, versions=VERSIONS["Produce"]
-        )
-        r = await self.transport.send(node, request)
-        codes = dict.fromkeys(batches, -1)
-        for t in r.responses or ():
-            for p in t.partition_responses or ():
-                tp = TopicPartition(t.name, int(p.index))
-                if tp in codes:
-                    codes[tp] = int(p.error_code)
-        return codes
+        codes = await produce(
+            self.transport, node, batches, acks=-1, timeout_ms=timeout_ms,
+            transactional_id=self.transactional_id,
+        )  # fmt: skip
+        return {tp: -1 if code is None else code for tp, code in codes.items()}
