@@ -308,6 +308,22 @@ class MemberGroup:
             f.writelines(json.dumps(e) + "\n" for e in self.runner)
         return check(self.run_log())
 
+    def judge(self, codes: Mapping[str, int], clients: Collection[str] = ()) -> Verdict:
+        """The end of a run without faults: every member exited 0, the checker found nothing,
+        every record was processed, nothing revoked came straight back; and, given
+        ``clients``, exactly those clients took part and each processed records."""
+        tails = self.stderr_tails
+        assert all(code == 0 for code in codes.values()), f"exit codes {codes}\n{tails()}"
+        verdict = self.verdict()
+        detail = "\n".join(f"{v.kind} {v.partition}: {v.detail}" for v in verdict.violations)
+        assert not verdict.violations, f"{verdict.summary()}\n{detail}"
+        assert not self.unprocessed()
+        assert moved_without_need(self.events(), self.stops) == []
+        if clients:
+            assert set(verdict.members) == set(clients)
+            assert all(verdict.processed.get(c, 0) > 0 for c in clients), verdict.processed
+        return verdict
+
 
 def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]

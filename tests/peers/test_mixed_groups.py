@@ -16,7 +16,7 @@ import pytest
 
 from aiogroup.testing.fixtures import BrokerHandle
 
-from .harness import MemberGroup, moved_without_need, protocols
+from .harness import MemberGroup, protocols
 
 pytest.importorskip("confluent_kafka")
 
@@ -27,15 +27,6 @@ BROKERS = [
     pytest.param("kafka4", id="kafka4", marks=pytest.mark.kafka4),
     pytest.param("kafka23", id="kafka23", marks=pytest.mark.kafka23),
 ]
-
-
-def _judge(g: MemberGroup, codes: dict[str, int]) -> None:
-    assert all(code == 0 for code in codes.values()), f"exit codes {codes}\n{g.stderr_tails()}"
-    verdict = g.verdict()
-    detail = "\n".join(f"{v.kind} {v.partition}: {v.detail}" for v in verdict.violations)
-    assert not verdict.violations, f"{verdict.summary()}\n{detail}"
-    assert not g.unprocessed()
-    assert moved_without_need(g.events(), g.stops) == []
 
 
 @pytest.mark.parametrize("kafka_broker", BROKERS, indirect=True)
@@ -75,12 +66,8 @@ def test_a_cooperative_group_of_aiogroup_java_franz_go_librdkafka_and_kafka_pyth
         codes = g.close()
     finally:
         g.kill_all()
-    _judge(g, codes)
+    g.judge(codes, clients=("aiogroup", "java", "franz-go", "librdkafka", "kafka-python"))
     events = g.events()
     assert {name: kinds for name, kinds in protocols(events).items()} == {
         name: {"cooperative"} for name in events
     }
-    verdict = g.verdict()
-    clients = {"aiogroup", "java", "franz-go", "librdkafka", "kafka-python"}
-    assert set(verdict.members) == clients
-    assert all(verdict.processed.get(c, 0) > 0 for c in clients), verdict.processed
