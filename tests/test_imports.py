@@ -8,11 +8,14 @@ Each check runs in a fresh interpreter (what is imported is process-wide state).
 
 from __future__ import annotations
 
+import builtins
+import importlib
 import os
 import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -170,11 +173,17 @@ def make_package(root: Path, name: str, init: str, **modules: str) -> None:
 
 
 @pytest.fixture
-def packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
     for name in [m for m in sys.modules if m.startswith("deferred_")]:
         del sys.modules[name]
+    vars(builtins).pop("deferred_runs", None)
+
+
+def runs(name: str) -> int:
+    """How many times package ``name``'s __init__ started."""
+    return list(vars(builtins).get("deferred_runs", [])).count(name)
 
 
 def test_init_runs_once_on_first_use_and_submodules_never_run_it(packages: Path) -> None:
@@ -184,7 +193,7 @@ def test_init_runs_once_on_first_use_and_submodules_never_run_it(packages: Path)
         """
         __version__ = "1.2"
         import builtins
-        builtins.deferred_a_runs = getattr(builtins, "deferred_a_runs", 0) + 1
+        builtins.__dict__.setdefault("deferred_runs", []).append("a")
         from deferred_a.sub import Thing
         from deferred_a import sub
         ANSWER = sub.helper()
@@ -199,23 +208,19 @@ def test_init_runs_once_on_first_use_and_submodules_never_run_it(packages: Path)
             return __version__
         """,
     )
-    import builtins
-
     assert defer_package_init("deferred_a")
     assert not defer_package_init("deferred_a")  # already there: nothing changes
-    import deferred_a
-    import deferred_a.sub
-
-    assert getattr(builtins, "deferred_a_runs", 0) == 0
+    deferred_a = importlib.import_module("deferred_a")
+    sub = importlib.import_module("deferred_a.sub")
+    assert runs("a") == 0
     assert deferred_a.__version__ == "1.2"  # a constant: no need to run it
-    assert getattr(builtins, "deferred_a_runs", 0) == 0
+    assert runs("a") == 0
     assert deferred_a.ANSWER == "1.2"
-    assert deferred_a.Thing is deferred_a.sub.Thing
-    assert deferred_a.ANSWER and builtins.deferred_a_runs == 1
+    assert deferred_a.Thing is sub.Thing
+    assert runs("a") == 1
     with pytest.raises(AttributeError, match="no attribute 'missing'"):
         _ = deferred_a.missing
-    assert builtins.deferred_a_runs == 1
-    del builtins.deferred_a_runs
+    assert runs("a") == 1
 
 
 def test_an_init_that_fails_raises_and_is_tried_again(packages: Path) -> None:
@@ -224,21 +229,17 @@ def test_an_init_that_fails_raises_and_is_tried_again(packages: Path) -> None:
         "deferred_b",
         """
         import builtins
-        builtins.deferred_b_tries = getattr(builtins, "deferred_b_tries", 0) + 1
-        if builtins.deferred_b_tries == 1:
+        builtins.__dict__.setdefault("deferred_runs", []).append("b")
+        if builtins.deferred_runs.count("b") == 1:
             raise RuntimeError("first time")
         VALUE = 7
         """,
     )
-    import builtins
-
     assert defer_package_init("deferred_b")
-    import deferred_b
-
+    deferred_b = importlib.import_module("deferred_b")
     with pytest.raises(RuntimeError, match="first time"):
         _ = deferred_b.VALUE
-    assert deferred_b.VALUE == 7 and builtins.deferred_b_tries == 2
-    del builtins.deferred_b_tries
+    assert deferred_b.VALUE == 7 and runs("b") == 2
 
 
 def test_the_packages_own_module_getattr_answers_after_its_init(packages: Path) -> None:
@@ -253,8 +254,7 @@ def test_the_packages_own_module_getattr_answers_after_its_init(packages: Path) 
         """,
     )
     assert defer_package_init("deferred_c")
-    import deferred_c
-
+    deferred_c = importlib.import_module("deferred_c")
     assert deferred_c.dynamic == 42
 
 
@@ -264,15 +264,13 @@ def test_threads_asking_at_once_run_the_init_once(packages: Path) -> None:
         "deferred_d",
         """
         import builtins, time
-        builtins.deferred_d_runs = getattr(builtins, "deferred_d_runs", 0) + 1
+        builtins.__dict__.setdefault("deferred_runs", []).append("d")
         time.sleep(0.05)  # widen the window in which a second thread asks
         VALUE = "ready"
         """,
     )
-    import builtins
-
     assert defer_package_init("deferred_d")
-    import deferred_d
+    deferred_d = importlib.import_module("deferred_d")
 
     seen: list[str] = []
     threads = [threading.Thread(target=lambda: seen.append(deferred_d.VALUE)) for _ in range(8)]
@@ -280,8 +278,7 @@ def test_threads_asking_at_once_run_the_init_once(packages: Path) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert seen == ["ready"] * 8 and builtins.deferred_d_runs == 1
-    del builtins.deferred_d_runs
+    assert seen == ["ready"] * 8 and runs("d") == 1
 
 
 def test_what_cannot_be_deferred_is_left_to_the_import_system(packages: Path) -> None:

@@ -294,11 +294,12 @@ def _decode_response(response_cls: Any, data: bytes, version: int) -> Any:
     head = io.BytesIO(data[:_HEADER_PEEK])
     try:
         response_cls.parse_header(head, version=version)
+        size = head.tell()
     except Exception:
-        head = None
-    if head is None or (head.tell() >= _HEADER_PEEK and len(data) > _HEADER_PEEK):
+        size = _HEADER_PEEK
+    if size >= _HEADER_PEEK and len(data) > _HEADER_PEEK:
         return response_cls.decode(data, version=version, header=True)  # a long header
-    return response_cls.decode(memoryview(data)[head.tell() :], version=version, header=False)
+    return response_cls.decode(memoryview(data)[size:], version=version, header=False)
 
 
 class Request:
