@@ -76,7 +76,7 @@ def test_a_consumer_that_stops_reading_buffers_at_most_fetch_max_bytes_per_broke
         pytest.fail("the consumer never stopped fetching")
     assert state.plan(now + 60) == []  # it stays stopped
     # Not vacuous: the buffer filled up to the bound's fetch_max_bytes part, far below the
-    # 1,000 MB (two responses of each partition) the rest of the rules would allow.
+    # 1,000 MB (a response of each partition) the rest of the rules would allow.
     assert highest >= config.fetch_max_bytes and highest <= bound
     # Reading frees the buffer and fetching starts again.
     state.collect(500, now, allowed=set(PARTITIONS))
