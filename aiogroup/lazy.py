@@ -47,7 +47,7 @@ _CONSTANT = re.compile(r"""^(__[a-z]+__) *= *(?:"([^"\\\n]*)"|'([^'\\\n]*)') *(?
 
 
 def defer_package_init(name: str) -> bool:
-    """Put the top-level package ``name`` in :data:`sys.modules` without running its
+    """Put the top-level package ``name`` in ``sys.modules`` without running its
     ``__init__`` yet. True if it did; False if ``name`` was already imported (or is being
     imported), is not installed, or is not a plain source package (then nothing changes).
 
