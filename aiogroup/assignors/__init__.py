@@ -2,6 +2,8 @@
 
 Write your own by subclassing :class:`PartitionAssignor`; look built-ins up by protocol name
 with :func:`get_assignor`.
+
+Names are imported lazily (PEP 562), so importing one module of the package loads only that module.
 """
 
 from typing import TYPE_CHECKING

@@ -2,6 +2,8 @@
 
 - :class:`GroupMember`: join, leave, the current assignment, rebalance outcomes, commits.
 - :class:`Transport`: the group coordinator's requests over aiokafka's connections.
+
+Names are imported lazily (PEP 562), so importing one module of the package loads only that module.
 """
 
 from typing import TYPE_CHECKING

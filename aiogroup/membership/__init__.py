@@ -95,6 +95,8 @@ Misuse (an event the current state cannot take, a malformed event) raises
 ``GroupMember`` is the machine's name up to 0.1.0, kept as an alias of
 :class:`MembershipMachine` (the same class) for one release; the asyncio driver
 :class:`aiogroup.client.GroupMember` keeps its name.
+
+Names are imported lazily (PEP 562), so importing one module of the package loads only that module.
 """
 
 from typing import TYPE_CHECKING

@@ -5,6 +5,8 @@
 - :func:`encode_sticky_user_data` / :func:`decode_sticky_user_data`: sticky user data (KIP-341)
 - :func:`encode_cooperative_user_data` / :func:`generation_from_user_data`: cooperative-sticky
   generation in user data, as Java, librdkafka and franz-go write it
+
+Names are imported lazily (PEP 562), so importing one module of the package loads only that module.
 """
 
 from typing import TYPE_CHECKING
