@@ -9,9 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aiogroup import _moved
-from aiogroup.lazy import lazy_attributes
+from aiogroup.lazy import defer_package_init, lazy_attributes
 
 _moved.install()  # modules that moved stay importable under their old names for one release
+
+# aiogroup imports modules of kafka-python and aiokafka, not their clients: their packages'
+# __init__ (which loads those clients) runs only when someone asks them for a name it defines.
+defer_package_init("kafka")
+defer_package_init("aiokafka")
 
 if TYPE_CHECKING:
     from aiogroup.client import GroupMember, RebalanceOutcome

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from aiogroup.assignors.base import PartitionAssignor
 from aiogroup.config import GroupConfig
 from aiogroup.errors import ConfigurationError
-from aiogroup.membership.consumer_machine import ConsumerMemberConfig, ConsumerProtocolMachine
 from aiogroup.membership.interface import Machine
 from aiogroup.membership.machine import MemberConfig, MembershipMachine
 from aiogroup.membership.regex import to_re2
@@ -78,6 +77,12 @@ def make_machine(
 ) -> Machine:
     """The machine of ``config.group_protocol`` (the one place it is chosen)."""
     if config.group_protocol == "consumer":
+        # KIP-848's machine (and its messages) load only for a member that speaks it.
+        from aiogroup.membership.consumer_machine import (
+            ConsumerMemberConfig,
+            ConsumerProtocolMachine,
+        )
+
         return ConsumerProtocolMachine(
             ConsumerMemberConfig.of(
                 config,

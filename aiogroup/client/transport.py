@@ -271,7 +271,7 @@ class PreparedRequest:
             return _ResponseHeader(-1)
         (correlation_id,) = struct.unpack_from(">i", data, 0)
         try:
-            self._decoded = self._response_cls.decode(data, version=self.API_VERSION, header=True)
+            self._decoded = _decode_response(self._response_cls, data, self.API_VERSION)
         except Exception as exc:  # the schema decoder raises many kinds; keep ours only
             self._decoded = DecodeFailed(exc)
         return _ResponseHeader(correlation_id)
@@ -281,6 +281,25 @@ class PreparedRequest:
 
     def __repr__(self) -> str:
         return f"{type(self._message).__name__}_v{self.API_VERSION}"
+
+
+#: Bytes enough for any response header (a correlation id, and for flexible versions a tagged
+#: field count that is 0 in every header Kafka writes).
+_HEADER_PEEK = 64
+
+
+def _decode_response(response_cls: Any, data: bytes, version: int) -> Any:
+    """The body of a response (``data`` starts with its header), decoded without copying it
+    (kafka-python's ``decode(header=True)`` copies a whole Fetch answer to read its header)."""
+    head = io.BytesIO(data[:_HEADER_PEEK])
+    try:
+        response_cls.parse_header(head, version=version)
+        size = head.tell()
+    except Exception:
+        size = _HEADER_PEEK
+    if size >= _HEADER_PEEK and len(data) > _HEADER_PEEK:
+        return response_cls.decode(data, version=version, header=True)  # a long header
+    return response_cls.decode(memoryview(data)[size:], version=version, header=False)
 
 
 class Request:

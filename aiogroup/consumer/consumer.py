@@ -27,11 +27,9 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from aiogroup.assignors.base import PartitionAssignor, RebalanceProtocol
-from aiogroup.client.logs import member_context
-from aiogroup.client.member import GroupMember, MemberClosedError, check_subscription
 from aiogroup.client.options import aiokafka_client_options, check_options, parameter_names
 from aiogroup.client.signal import Signal, loop_time
 from aiogroup.config import DEFAULTS, ConsumerConfig, GroupProtocol, IsolationLevel, ResetPolicy
@@ -40,27 +38,27 @@ from aiogroup.consumer.errors import (
     NoOffsetForPartitionError,
     PollIntervalExceededError,
 )
-from aiogroup.consumer.fetcher import Fetcher
 from aiogroup.consumer.group_metadata import ConsumerGroupMetadata, group_metadata_of
 from aiogroup.consumer.hooks import Hooks, poll_watchdog
-from aiogroup.consumer.manual import ManualAssignment
-from aiogroup.consumer.meters import ConsumerMeters
 from aiogroup.consumer.offsets import OffsetAndTimestamp, list_offsets, offset_of
 from aiogroup.consumer.records import ConsumerRecord, Deserializer
-from aiogroup.consumer.state import ConsumerState, FetchConfig
-from aiogroup.consumer.wire import DataPlane, ListedOffset
 from aiogroup.errors import (
     AiogroupError,
     CommitFailedError,
     ConfigurationError,
     GroupIdRequiredError,
     LocalProtocolError,
+    MemberClosedError,
     RebalanceInProgressError,
 )
 from aiogroup.membership.states import MemberState
-from aiogroup.observability.health import Health, Limits, evaluate
 from aiogroup.observability.metrics import MetricsSink
 from aiogroup.protocol.types import TopicPartition
+
+if TYPE_CHECKING:  # the parts a Consumer is built of load when one is built, not at import
+    from aiogroup.client.member import GroupMember
+    from aiogroup.consumer.wire import ListedOffset
+    from aiogroup.observability.health import Health
 
 __all__ = ["Consumer", "OffsetAndTimestamp"]
 
@@ -126,6 +124,14 @@ class Consumer:
         metrics: MetricsSink | None = None,
         **client_options: Any,
     ) -> None:
+        from aiogroup.client.logs import member_context
+        from aiogroup.client.member import GroupMember, check_subscription
+        from aiogroup.consumer.fetcher import Fetcher
+        from aiogroup.consumer.manual import ManualAssignment
+        from aiogroup.consumer.meters import ConsumerMeters
+        from aiogroup.consumer.state import ConsumerState, FetchConfig
+        from aiogroup.consumer.wire import DataPlane
+
         # A misspelt option names the Consumer and its closest valid option (not aiokafka's
         # TypeError, not GroupMember's parameters).
         check_options(
@@ -514,6 +520,8 @@ class Consumer:
         """OK, or why not (:mod:`aiogroup.observability.health`): the member's causes
         (:meth:`GroupMember.health`), a stalled partition, an application that stopped asking
         for records; each with since when, for how long, and why in words."""
+        from aiogroup.observability.health import Health, Limits, evaluate
+
         member = self._member.health()
         if not self._started or self._closed or self._member.handing_off:
             return member

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiogroup.consumer.wire import DataPlane, ListedOffset
 from aiogroup.errors import AiogroupError, ConfigurationError, error_for_code
 from aiogroup.protocol.types import TopicPartition
+
+if TYPE_CHECKING:
+    from aiogroup.consumer.wire import DataPlane, ListedOffset
 
 __all__ = ["OffsetAndTimestamp", "list_offsets", "offset_of"]
 

@@ -25,11 +25,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import cache
 from itertools import chain, islice
 from typing import Any, NamedTuple
-
-from aiokafka import codec as _codec
-from aiokafka.record.memory_records import MemoryRecords
 
 from aiogroup.consumer.errors import (
     CorruptRecordError,
@@ -59,13 +57,29 @@ _ABORT = 0
 
 _new = tuple.__new__
 
-#: Codecs by attribute value (the low three bits), and whether this installation has them.
+#: Codecs by attribute value (the low three bits).
 _CODECS = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-_MISSING_CODECS = {
-    code: name
-    for code, name in _CODECS.items()
-    if not getattr(_codec, f"has_{name}", lambda: False)()
-}
+
+
+@cache
+def _memory_records() -> Any:
+    """aiokafka's record reader, loaded with the first response read, not at import (it
+    loads aiokafka's codecs: cramjam)."""
+    from aiokafka.record.memory_records import MemoryRecords
+
+    return MemoryRecords
+
+
+@cache
+def _missing_codecs() -> dict[int, str]:
+    """The codecs this installation lacks (by attribute value)."""
+    from aiokafka import codec
+
+    return {
+        code: name
+        for code, name in _CODECS.items()
+        if not getattr(codec, f"has_{name}", lambda: False)()
+    }
 
 
 def _is_v2(batch: Any) -> bool:
@@ -181,7 +195,7 @@ class PartitionRecords:
         self.fetch_offset = fetch_offset
         self.position = fetch_offset
         self.exhausted = False
-        self._batches: Any = MemoryRecords(data)
+        self._batches: Any = _memory_records()(data)
         # The batch being read: its record iterator (records are decoded one at a time, so
         # none outlives its conversion) and a record taken from it but not returned yet.
         self._iter: Iterator[Any] | None = None
@@ -273,8 +287,8 @@ class PartitionRecords:
             if control:
                 self.position = next_offset
                 continue
-            if _MISSING_CODECS:
-                missing = _MISSING_CODECS.get(int(getattr(batch, "compression_type", 0)))
+            if _missing_codecs():
+                missing = _missing_codecs().get(int(getattr(batch, "compression_type", 0)))
                 if missing is not None:
                     self.exhausted = True
                     raise UnsupportedCodecError(

@@ -21,10 +21,11 @@ Per partition (:class:`PartitionState`):
 
 Fetch planning: one request per node at a time (its KIP-227 session needs answers in order), to
 each partition's leader or its KIP-392 read replica (:mod:`aiogroup.consumer.replicas`);
-a partition is fetched when it has a position, is neither paused nor stopped, has fewer than two
-responses buffered (one being read, one prefetched), and the whole buffer is below
-``fetch_max_bytes``. The buffer therefore stays under about ``fetch_max_bytes`` plus one
-response per broker, however long the application stops reading.
+a partition is fetched when it has a position, is neither paused nor stopped, has no response
+buffered (as Java's and aiokafka's), and the whole buffer is below ``fetch_max_bytes``; each
+request asks for what is left of it. The buffer therefore holds at most ``fetch_max_bytes`` per
+broker with a request in flight (plus the one batch per answer KIP-74 sends whole), however long
+the application stops reading.
 """
 
 from __future__ import annotations
@@ -119,9 +120,9 @@ class FetchConfig:
     retry_backoff_ms: int = DEFAULTS.retry_backoff_ms
     #: How long a preferred read replica (KIP-392) is used before asking the leader again.
     metadata_max_age_ms: int = DEFAULTS.metadata_max_age_ms
-    #: Responses a partition may have buffered before it is fetched again (one being read, one
-    #: prefetched).
-    max_buffered_responses: int = 2
+    #: Responses a partition may have buffered before it is fetched again. One: a second one
+    #: per partition held as much again in memory and read no faster (issue 29).
+    max_buffered_responses: int = 1
 
     def __post_init__(self) -> None:
         # Checked by the one table that defines these options (aiogroup.config).

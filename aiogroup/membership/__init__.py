@@ -95,54 +95,62 @@ Misuse (an event the current state cannot take, a malformed event) raises
 ``GroupMember`` is the machine's name up to 0.1.0, kept as an alias of
 :class:`MembershipMachine` (the same class) for one release; the asyncio driver
 :class:`aiogroup.client.GroupMember` keeps its name.
+
+Names are imported lazily (PEP 562), so importing one module of the package loads only that module.
 """
 
-from aiogroup.membership.actions import (
-    Action,
-    CommitOffsets,
-    FindCoordinator,
-    InvokeCallbacks,
-    RaiseToUser,
-    RequestMetadata,
-    ResolveCommit,
-    SendHeartbeat,
-    SendJoinGroup,
-    SendLeaveGroup,
-    SendSyncGroup,
-)
-from aiogroup.membership.consumer_events import (
-    ConsumerGroupHeartbeatCompleted,
-    ConsumerGroupHeartbeatFailed,
-    SendConsumerGroupHeartbeat,
-)
-from aiogroup.membership.consumer_machine import ConsumerMemberConfig, ConsumerProtocolMachine
-from aiogroup.membership.deltas import LeaderPlan, MemberDelta, leader_plan, member_delta
-from aiogroup.membership.errors import AssignorError, RebalanceCallbackError
-from aiogroup.membership.events import (
-    CallbacksFinished,
-    CloseRequested,
-    CommitCompleted,
-    CommitFailed,
-    CoordinatorFound,
-    CoordinatorLookupFailed,
-    CoordinatorLost,
-    Event,
-    HeartbeatCompleted,
-    HeartbeatFailed,
-    JoinGroupCompleted,
-    JoinGroupFailed,
-    JoinGroupMember,
-    LeaveGroupCompleted,
-    MetadataUpdated,
-    SubscriptionChanged,
-    SyncGroupCompleted,
-    SyncGroupFailed,
-    UnsubscribeRequested,
-)
-from aiogroup.membership.interface import Machine
-from aiogroup.membership.machine import GroupMember, MemberConfig, MembershipMachine
-from aiogroup.membership.selection import select_protocol
-from aiogroup.membership.states import MemberState
+from typing import TYPE_CHECKING
+
+from aiogroup.lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from aiogroup.membership.actions import (
+        Action,
+        CommitOffsets,
+        FindCoordinator,
+        InvokeCallbacks,
+        RaiseToUser,
+        RequestMetadata,
+        ResolveCommit,
+        SendHeartbeat,
+        SendJoinGroup,
+        SendLeaveGroup,
+        SendSyncGroup,
+    )
+    from aiogroup.membership.consumer_events import (
+        ConsumerGroupHeartbeatCompleted,
+        ConsumerGroupHeartbeatFailed,
+        SendConsumerGroupHeartbeat,
+    )
+    from aiogroup.membership.consumer_machine import ConsumerMemberConfig, ConsumerProtocolMachine
+    from aiogroup.membership.deltas import LeaderPlan, MemberDelta, leader_plan, member_delta
+    from aiogroup.membership.errors import AssignorError, RebalanceCallbackError
+    from aiogroup.membership.events import (
+        CallbacksFinished,
+        CloseRequested,
+        CommitCompleted,
+        CommitFailed,
+        CoordinatorFound,
+        CoordinatorLookupFailed,
+        CoordinatorLost,
+        Event,
+        HeartbeatCompleted,
+        HeartbeatFailed,
+        JoinGroupCompleted,
+        JoinGroupFailed,
+        JoinGroupMember,
+        LeaveGroupCompleted,
+        MetadataUpdated,
+        SubscriptionChanged,
+        SyncGroupCompleted,
+        SyncGroupFailed,
+        UnsubscribeRequested,
+    )
+    from aiogroup.membership.interface import Machine
+    from aiogroup.membership.machine import GroupMember, MemberConfig, MembershipMachine
+    from aiogroup.membership.selection import select_protocol
+    from aiogroup.membership.states import MemberState
+
 
 __all__ = [
     "Action",
@@ -193,3 +201,55 @@ __all__ = [
     "member_delta",
     "select_protocol",
 ]
+
+_WHERE = {
+    "Action": "aiogroup.membership.actions",
+    "CommitOffsets": "aiogroup.membership.actions",
+    "FindCoordinator": "aiogroup.membership.actions",
+    "InvokeCallbacks": "aiogroup.membership.actions",
+    "RaiseToUser": "aiogroup.membership.actions",
+    "RequestMetadata": "aiogroup.membership.actions",
+    "ResolveCommit": "aiogroup.membership.actions",
+    "SendHeartbeat": "aiogroup.membership.actions",
+    "SendJoinGroup": "aiogroup.membership.actions",
+    "SendLeaveGroup": "aiogroup.membership.actions",
+    "SendSyncGroup": "aiogroup.membership.actions",
+    "ConsumerGroupHeartbeatCompleted": "aiogroup.membership.consumer_events",
+    "ConsumerGroupHeartbeatFailed": "aiogroup.membership.consumer_events",
+    "SendConsumerGroupHeartbeat": "aiogroup.membership.consumer_events",
+    "ConsumerMemberConfig": "aiogroup.membership.consumer_machine",
+    "ConsumerProtocolMachine": "aiogroup.membership.consumer_machine",
+    "LeaderPlan": "aiogroup.membership.deltas",
+    "MemberDelta": "aiogroup.membership.deltas",
+    "leader_plan": "aiogroup.membership.deltas",
+    "member_delta": "aiogroup.membership.deltas",
+    "AssignorError": "aiogroup.membership.errors",
+    "RebalanceCallbackError": "aiogroup.membership.errors",
+    "CallbacksFinished": "aiogroup.membership.events",
+    "CloseRequested": "aiogroup.membership.events",
+    "CommitCompleted": "aiogroup.membership.events",
+    "CommitFailed": "aiogroup.membership.events",
+    "CoordinatorFound": "aiogroup.membership.events",
+    "CoordinatorLookupFailed": "aiogroup.membership.events",
+    "CoordinatorLost": "aiogroup.membership.events",
+    "Event": "aiogroup.membership.events",
+    "HeartbeatCompleted": "aiogroup.membership.events",
+    "HeartbeatFailed": "aiogroup.membership.events",
+    "JoinGroupCompleted": "aiogroup.membership.events",
+    "JoinGroupFailed": "aiogroup.membership.events",
+    "JoinGroupMember": "aiogroup.membership.events",
+    "LeaveGroupCompleted": "aiogroup.membership.events",
+    "MetadataUpdated": "aiogroup.membership.events",
+    "SubscriptionChanged": "aiogroup.membership.events",
+    "SyncGroupCompleted": "aiogroup.membership.events",
+    "SyncGroupFailed": "aiogroup.membership.events",
+    "UnsubscribeRequested": "aiogroup.membership.events",
+    "Machine": "aiogroup.membership.interface",
+    "GroupMember": "aiogroup.membership.machine",
+    "MemberConfig": "aiogroup.membership.machine",
+    "MembershipMachine": "aiogroup.membership.machine",
+    "select_protocol": "aiogroup.membership.selection",
+    "MemberState": "aiogroup.membership.states",
+}
+
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

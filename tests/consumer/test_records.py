@@ -67,7 +67,7 @@ def test_a_codec_this_installation_lacks_is_a_clear_error(
 ) -> None:
     import aiogroup.consumer.records as records_module
 
-    monkeypatch.setattr(records_module, "_MISSING_CODECS", {SNAPPY: "snappy"})
+    monkeypatch.setattr(records_module, "_missing_codecs", lambda: {SNAPPY: "snappy"})
     data = batch([b"a"], 0) + batch([b"b"], 1, compression=SNAPPY)
     pr = PartitionRecords(TP, data, 0)
     out: list[ConsumerRecord] = []

@@ -25,6 +25,8 @@ from .batches import batch, corrupt
 
 A, B, C = (TopicPartition("t", i) for i in range(3))
 X = TopicPartition("u", 0)
+#: A partition fetched again while its answer is still buffered (a request in flight then).
+PIPELINED = FetchConfig(auto_offset_reset="earliest", max_buffered_responses=2)
 
 
 def ready(
@@ -127,7 +129,7 @@ def test_paused_partitions_are_neither_fetched_nor_returned_but_keep_their_buffe
 
 
 def test_stop_drops_the_buffer_and_ignores_the_answer_in_flight() -> None:
-    s = ready([A, B])
+    s = ready([A, B], config=PIPELINED)
     (p1,) = s.plan(0.0)
     answer(s, p1, {A: batch([b"a"], 0), B: batch([b"b"], 0)})
     (p2,) = s.plan(0.0)
@@ -238,7 +240,7 @@ def test_out_of_range_resets_by_policy_or_raises_with_none() -> None:
 
 @pytest.mark.parametrize("code", [3, 6, 74, 75])
 def test_leader_errors_refresh_metadata_and_back_off(code: int) -> None:
-    s = ready([A, B], {A: 1, B: 1})
+    s = ready([A, B], {A: 1, B: 1}, config=PIPELINED)
     (plan,) = s.plan(0.0)
     answer(s, plan, {A: code, B: batch([b"b"], 0)}, now=1.0)
     assert s.metadata_needed and s.leader(A) is None
@@ -324,7 +326,7 @@ def test_deserializer_error_keeps_the_position_and_raises_again() -> None:
 
 
 def test_sessions_carry_over_requests() -> None:
-    s = ready([A, B])
+    s = ready([A, B], config=PIPELINED)
     (p1,) = s.plan(0.0)
     assert p1.session.full
     answer(s, p1, {A: batch([b"a"], 0), B: b""}, session_id=9)

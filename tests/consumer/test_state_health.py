@@ -8,7 +8,7 @@ from aiogroup.observability.health import Stall
 from aiogroup.protocol.types import TopicPartition
 
 from .batches import batch
-from .test_state import A, B, answer, ready
+from .test_state import PIPELINED, A, B, answer, ready
 
 
 def empty(s: ConsumerState, now: float, hw: int, lso: int = -1, *, sent: float = -1.0) -> None:
@@ -23,7 +23,7 @@ def stalled(s: ConsumerState, now: float) -> dict[TopicPartition, tuple[float, s
 
 
 def test_a_partition_answered_empty_while_the_log_has_records_waits_on() -> None:
-    s = ready([A])
+    s = ready([A], config=PIPELINED)
     empty(s, 1.0, hw=50)  # nothing at 0 although the log reaches 50
     empty(s, 2.0, hw=50)
     assert stalled(s, 9.0) == {
