@@ -279,9 +279,8 @@ async def run(bootstrap: str | None, assignor: str, with_racks: bool, prefix: st
             read = await asyncio.gather(*(read_all(c) for c in consumers))
             print(f"{sum(read)} records read, {RECORDS} a partition (KIP-392):")
             in_rack = show_fetches(consumers, racks, brokers, parts)
-            print(
-                f"in all: {in_rack} of {sum(read)} records read from a broker in the reader's rack"
-            )
+            if with_racks:
+                print(f"in all: {in_rack} of {sum(read)} records read in the reader's rack")
         finally:
             for consumer in consumers:
                 await consumer.stop()
