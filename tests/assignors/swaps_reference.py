@@ -1,7 +1,8 @@
 """The general path's swaps as they were before they looked only at the partitions that can
 raise the match (``aiogroup/assignors/balancer/racks.py`` at 945d21b, its ``_swaps``), kept as
 the reference ``tests/assignors/test_racks_swaps.py`` compares the current swaps with: the same
-swaps in the same order while the reference's budget lasts, so never a lower match."""
+swaps in the same order while the reference's budget lasts, so never a lower match. One fix
+is in both: a partition that changes hands twice and comes back is listed once."""
 
 from __future__ import annotations
 
@@ -103,7 +104,7 @@ def reference_swaps(
     kept: list[list[int]] = []
     added: list[list[int]] = []
     for i in range(members):
-        mine = [g for g in held[i] if holder[g] == i]
+        mine = [g for g in dict.fromkeys(held[i]) if holder[g] == i]  # g may come back
         kept.append([g for g in mine if owner_of[g] == i])
         added.append([g for g in mine if owner_of[g] != i])
     return Plan(layout, plan.member_ids, kept, added, plan.claimed)

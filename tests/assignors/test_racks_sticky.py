@@ -474,3 +474,23 @@ def test_swaps_spend_their_budget_on_partitions_that_can_match() -> None:
     assert loads(now) == loads(before)
     assert got > was, (got, was)
     print(f"matched {got} of 2000 (the reference: {was})")
+
+
+def test_a_partition_that_comes_back_is_listed_once() -> None:
+    """Regression (found by the property test above): on the swap path, t2-0 went from m0 to
+    m1 and back, and m1's Assignment listed it twice (held lists only grew)."""
+    ppt = {t: 6 for t in ("t0", "t1", "t2", "t3")}
+    racks = {t: [frozenset[str]()] * 6 for t in ppt}
+    racks["t3"] = [frozenset[str]()] * 4 + [frozenset("ab"), frozenset("ad")]
+    subs = {
+        "m0": Subscription(["t0", "t1", "t2", "t3"], generation_id=1, rack_id="b"),
+        "m1": Subscription(["t2", "t3"], generation_id=1, rack_id="d"),
+        "m2": Subscription(["t0"], generation_id=1, rack_id="a"),
+        "m3": Subscription(["t1"], generation_id=1, rack_id="a"),
+    }
+    with patch.object(balancer_racks, "FLOW_EDGES", 0):
+        result = CooperativeStickyAssignor(RebalanceProtocol.EAGER).assign_partitions(
+            ppt, subs, racks
+        )
+    check_valid(ppt, subs, result)
+    check_complete(ppt, subs, result)

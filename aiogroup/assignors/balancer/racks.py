@@ -517,40 +517,44 @@ def _swaps(
             )
         return found
 
+    classes = len(view.names) + 1
+    #: b * classes + ca -> b's givable partitions (keys, in order) that b does not match or
+    #: rack class ca does: what b may give a member of rack ca for one of its partitions
+    #: without lowering the match. Only these are looked at (each look a step of the budget),
+    #: so the same swaps happen as when every givable partition was looked at, in the same
+    #: order, and the budget left goes to more. Built on first use, then kept up to date.
+    offered: dict[int, list[int]] = {}
+
+    def offers(b: int, ca: int) -> list[int]:
+        cb = member_class[b]
+        found = offered[b * classes + ca] = [
+            k
+            for k in keys_of(b)
+            if ca in kind_racks[kind_of[k % total]] or cb not in kind_racks[kind_of[k % total]]
+        ]
+        return found
+
     def give(i: int, g: int, j: int) -> None:
         """g goes from member i to member j."""
         holder[g] = j
         held[j].append(g)
-        mine = keyed.get(i)
-        if mine is not None:
-            k = key(i, g)
-            at = bisect_left(mine, k)
-            if at < len(mine) and mine[at] == k:
-                del mine[at]
+        ki = key(i, g)
+        for mine in (keyed.get(i), *map(offered.get, range(i * classes, (i + 1) * classes))):
+            if mine is not None:
+                at = bisect_left(mine, ki)
+                if at < len(mine) and mine[at] == ki:
+                    del mine[at]
+        if owner_of[g] == j:
+            return
+        kj = key(j, g)
         theirs = keyed.get(j)
-        if theirs is not None and owner_of[g] != j:
-            insort(theirs, key(j, g))
-        offered.pop(i, None)
-        offered.pop(j, None)
-
-    offered: dict[int, dict[int, list[int]]] = {}
-
-    def offers(b: int, ca: int) -> list[int]:
-        """What b may give a member of rack class ``ca`` for one of its partitions without
-        lowering the match: its givable partitions (in that order) that b does not match, or
-        that ``ca`` matches. Only these are looked at (each look is a step of the budget), so
-        the same swaps happen as when every givable partition was looked at, in the same
-        order, and the budget left goes to more."""
-        mine = offered.setdefault(b, {})
-        found = mine.get(ca)
-        if found is None:
-            cb = member_class[b]
-            found = mine[ca] = [
-                h
-                for h in (k % total for k in keys_of(b))
-                if ca in kind_racks[kind_of[h]] or cb not in kind_racks[kind_of[h]]
-            ]
-        return found
+        if theirs is not None:
+            insort(theirs, kj)
+        cj, racks_g = member_class[j], kind_racks[kind_of[g]]
+        for ca in range(classes):
+            theirs = offered.get(j * classes + ca)
+            if theirs is not None and (ca in racks_g or cj not in racks_g):
+                insort(theirs, kj)
 
     work = SWAP_WORK * (layout.total + members) + 10_000
     changed = False
@@ -568,8 +572,21 @@ def _swaps(
                 for b in takers(c, k):
                     if b == a:
                         continue
-                    for h in offers(b, ca):
+                    found = offered.get(b * classes + ca)
+                    if found is None:
+                        found = offers(b, ca)
+                    if not found:
+                        # Nothing to look at: one step, as the swaps looking at every givable
+                        # partition spent at least one when b had any (the same swaps happen
+                        # no later), so that the budget bounds the time here too.
+                        if keyed[b]:
+                            work -= 1
+                            if work <= 0:
+                                break
+                        continue
+                    for kk in found:
                         work -= 1
+                        h = kk % total
                         kh = topic_of[h]
                         if holder[h] == b and kh in wanted_a and may_hold(a, kh):
                             give(a, g, b)
@@ -587,7 +604,7 @@ def _swaps(
     kept: list[list[int]] = []
     added: list[list[int]] = []
     for i in range(members):
-        mine = [g for g in held[i] if holder[g] == i]
+        mine = [g for g in dict.fromkeys(held[i]) if holder[g] == i]  # g may come back
         kept.append([g for g in mine if owner_of[g] == i])
         added.append([g for g in mine if owner_of[g] != i])
     return Plan(layout, plan.member_ids, kept, added, plan.claimed)
