@@ -147,6 +147,7 @@ class Leadership:
         "handover_wait",
         "last_plan",
         "members",
+        "rack_snapshot",
         "receipt_wait",
         "round",
         "snapshot",
@@ -166,6 +167,9 @@ class Leadership:
         self.group_topics: frozenset[str] = frozenset()
         #: The partition counts the last round assigned from (a change means rejoin, 1b).
         self.snapshot: dict[str, int] | None = None
+        #: The replica racks of those partitions, when that round had racks (KIP-881): a
+        #: change means rejoin too, as Java's leader does (KAFKA-14867).
+        self.rack_snapshot: dict[str, Sequence[frozenset[str]]] | None = None
         #: The leader's view of its last assignment round (KIP-429 2a-2c), for logs and tests.
         self.last_plan: LeaderPlan | None = None
         #: Members whose metadata the leader could not decode in its last round.
@@ -216,6 +220,7 @@ class Leadership:
         """We do not lead this generation: nothing of a round to remember."""
         self.group_topics = frozenset()
         self.snapshot = None
+        self.rack_snapshot = None
         self.round = None
 
     def plan(
@@ -273,6 +278,9 @@ class Leadership:
         )
         self.last_plan = plan
         self.snapshot = partitions_per_topic
+        self.rack_snapshot = (
+            None if racks is None else {t: racks[t] for t in partitions_per_topic if t in racks}
+        )
         return encoded
 
     def partitions_changed(self, metadata: Mapping[str, int]) -> bool:
@@ -281,6 +289,20 @@ class Leadership:
             return False
         now_snapshot = {t: metadata[t] for t in self.group_topics if t in metadata}
         return now_snapshot != self.snapshot
+
+    def racks_changed(self, partition_racks: PartitionRacks | None) -> bool:
+        """The replica racks of a partition the last round assigned with racks differ in
+        ``partition_racks`` (a metadata answer that carries racks; one without says nothing).
+        Java's leader rejoins then (KIP-881, KAFKA-14867: its metadata snapshot holds each
+        partition's replica racks); a partition count change is :meth:`partitions_changed`."""
+        before = self.rack_snapshot
+        if before is None or partition_racks is None:
+            return False
+        for topic, racks in before.items():
+            now = partition_racks.get(topic)
+            if now is not None and len(now) == len(racks) and tuple(now) != tuple(racks):
+                return True
+        return False
 
     # -- withheld partitions are always given out (docs/safety.md) ---------------------------------
 
@@ -360,6 +382,7 @@ class Leadership:
         ours whose partitions may change."""
         self.round = None
         self.snapshot = None
+        self.rack_snapshot = None
 
     def _round_to_follow_up(self, generation_id: int) -> LeaderRound | None:
         """Our last round as leader, if a follow-up rebalance for it may still be needed.

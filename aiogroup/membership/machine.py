@@ -922,6 +922,8 @@ class MembershipMachine:
             self._request_rejoin("regex subscription matches other topics")
         if self.is_leader and self._leader.partitions_changed(metadata):
             self._request_rejoin("partitions of the group's topics changed")  # 1b, leader
+        elif self.is_leader and self._leader.racks_changed(e.partition_racks):
+            self._request_rejoin("replica racks of the group's partitions changed")  # KIP-881
         if self._state in IDLE:
             self._advance(now, out)
 

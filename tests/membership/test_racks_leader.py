@@ -12,6 +12,7 @@ from aiogroup.membership import (
     MetadataUpdated,
     SendJoinGroup,
     SendSyncGroup,
+    SyncGroupCompleted,
 )
 from aiogroup.membership.actions import RequestMetadata
 from aiogroup.protocol import Subscription, decode_assignment
@@ -82,3 +83,28 @@ def test_no_racked_member_no_racks_asked() -> None:
     assert not ask.racks
     script.feed(MetadataUpdated({"t": 4}))
     assert sync_of(script) == {"m1": {"t": (0, 1)}, "m2": {"t": (2, 3)}}
+
+
+def test_the_leader_rejoins_when_the_racks_of_its_partitions_change() -> None:
+    """Java's leader rejoins when a partition's replica racks change (KAFKA-14867: its
+    metadata snapshot holds them); the same counts with the same racks, or an answer without
+    racks, change nothing."""
+    script = leader("a")
+    members = {
+        "m1": encode_subscription(Subscription(["t"], rack_id="a"), 3),
+        "m2": encode_subscription(Subscription(["t"], rack_id="b"), 3),
+    }
+    leader_join(script, members)
+    script.take(RequestMetadata)
+    script.feed(MetadataUpdated({"t": 4}, partition_racks={"t": [A, B, A, B]}))
+    sync = script.take(SendSyncGroup)
+    mine = dict(sync.assignments)["m1"]
+    script.feed(SyncGroupCompleted(sync.token, mine))
+    script.finish_callbacks()
+    script.clear()
+    script.feed(MetadataUpdated({"t": 4}, partition_racks={"t": [A, B, A, B]}))
+    script.feed(MetadataUpdated({"t": 4}))  # not asked for racks: says nothing about them
+    assert not script.has(SendJoinGroup)
+    # A replica of partition 1 moved from rack b to rack a.
+    script.feed(MetadataUpdated({"t": 4}, partition_racks={"t": [A, A, A, B]}))
+    assert script.has(SendJoinGroup)
