@@ -21,6 +21,8 @@ and the chaos members speak:
 kafka-clients and its runtime jars (fetched from Maven Central by the pinned list
 ``kafka-clients-4.1.1.pins``, :func:`aiogroup.testing.launchers.maven.fetch_pin_file`);
 :func:`franz_go_program` runs ``go build`` on ``go/`` (``go.mod`` and ``go.sum`` pin franz-go).
+:func:`java_command` and :func:`go_command` build other programs the same way, against the same
+pins (the assignor cross-checks, ``bench/peer_programs``).
 Builds go to ``<cache>/peers/`` (the cache of
 :func:`aiogroup.testing.launchers.kafka_base.cache_dir`), keyed
 on the sources' hash, under a lock (pytest-xdist workers build once). Run one by hand with
