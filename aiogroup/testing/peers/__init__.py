@@ -21,6 +21,8 @@ and the chaos members speak:
 kafka-clients and its runtime jars (fetched from Maven Central by the pinned list
 ``kafka-clients-4.1.1.pins``, :func:`aiogroup.testing.launchers.maven.fetch_pin_file`);
 :func:`franz_go_program` runs ``go build`` on ``go/`` (``go.mod`` and ``go.sum`` pin franz-go).
+:func:`java_command` and :func:`go_command` build other programs the same way, against the same
+pins (the assignor cross-checks, ``bench/peer_programs``).
 Builds go to ``<cache>/peers/`` (the cache of
 :func:`aiogroup.testing.launchers.kafka_base.cache_dir`), keyed
 on the sources' hash, under a lock (pytest-xdist workers build once). Run one by hand with
@@ -49,6 +51,7 @@ __all__ = [
     "KINDS",
     "PeerUnavailableError",
     "franz_go_program",
+    "go_command",
     "java_command",
     "java_program",
     "peer_command",
@@ -147,10 +150,17 @@ def java_program(cache: Path | None = None) -> list[str]:
     return java_command(JAVA_SOURCE, JAVA_MAIN, cache)
 
 
-def java_command(source: Path, main: str, cache: Path | None = None) -> list[str]:
+def java_command(
+    source: Path,
+    main: str,
+    cache: Path | None = None,
+    *,
+    jvm_options: Sequence[str] = JVM_OPTIONS,
+) -> list[str]:
     """The command line that runs class ``main`` of the Java file ``source``, compiled once
     (cached, keyed on the source) against kafka-clients and its runtime jars: the Java peer,
-    or a harness that runs Java's own classes (the assignor cross-checks)."""
+    a harness that runs Java's own classes (the assignor cross-checks), or a benchmark's
+    consumer (``bench/peer_programs``, with ``jvm_options=()``: the JVM's own defaults)."""
     javac, java = _jdk()
     try:
         jars = fetch_pin_file(JAVA_PINS, (cache or cache_dir()) / "maven")
@@ -168,7 +178,7 @@ def java_command(source: Path, main: str, cache: Path | None = None) -> list[str
 
     name = "java" if source == JAVA_SOURCE else source.stem.lower()
     classes = _build_once((cache or cache_dir()) / "peers" / f"{name}-{key}", build)
-    return [str(java), *JVM_OPTIONS, "-cp", os.pathsep.join([str(classes), classpath]), main]
+    return [str(java), *jvm_options, "-cp", os.pathsep.join([str(classes), classpath]), main]
 
 
 # --------------------------------------------------------------------------- franz-go
@@ -176,10 +186,17 @@ def java_command(source: Path, main: str, cache: Path | None = None) -> list[str
 
 def franz_go_program(cache: Path | None = None) -> list[str]:
     """The command line that runs the franz-go peer (built once, cached), without options."""
+    return go_command(GO_SOURCES, GO_BINARY, cache)
+
+
+def go_command(sources: Sequence[Path], binary: str, cache: Path | None = None) -> list[str]:
+    """The command line of a Go program (package ``main``) built from ``sources`` with the
+    franz-go peer's ``go.mod`` and ``go.sum`` (the same pinned franz-go), once, cached: the
+    franz-go peer, or a benchmark's consumer (``bench/peer_programs``)."""
     go = shutil.which("go")
     if go is None:
         raise PeerUnavailableError(
-            "the franz-go peer needs Go (>= 1.26, the go command on PATH) to build it once"
+            f"{binary} needs Go (>= 1.26, the go command on PATH) to build it once"
         )
     try:
         version = subprocess.run(
@@ -187,23 +204,26 @@ def franz_go_program(cache: Path | None = None) -> list[str]:
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError) as exc:
         raise PeerUnavailableError(f"{go} env GOVERSION failed: {exc!r}") from exc
-    key = _key(*(p.read_bytes() for p in GO_SOURCES), version.encode())
+    files = {p.name: p for p in sources}
+    files.update((p.name, p) for p in GO_SOURCES if p.suffix != ".go")  # go.mod, go.sum
+    key = _key(*(p.read_bytes() for p in files.values()), version.encode())
 
     def build(out: Path) -> None:
         src = out.parent / "src"
         src.mkdir()
-        for path in GO_SOURCES:
-            shutil.copy2(path, src / path.name)
+        for name, path in files.items():
+            shutil.copy2(path, src / name)
         env = {**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
         _run(
-            [go, "build", "-trimpath", "-o", str(out / GO_BINARY), "."],
-            f"go build of the franz-go peer ({version}; it needs the Go module proxy once)",
+            [go, "build", "-trimpath", "-o", str(out / binary), "."],
+            f"go build of {binary} ({version}; it needs the Go module proxy once)",
             cwd=src,
             env=env,
         )
 
-    binary = _build_once((cache or cache_dir()) / "peers" / f"franz-go-{key}", build)
-    return [str(binary / GO_BINARY)]
+    name = "franz-go" if binary == GO_BINARY else binary
+    built = _build_once((cache or cache_dir()) / "peers" / f"{name}-{key}", build)
+    return [str(built / binary)]
 
 
 # --------------------------------------------------------------------------- commands
