@@ -10,8 +10,9 @@ epoch, current leader and snapshot id of KIP-595/KIP-951 are not read). Topic id
 not spoken. Each partition's records are copied out of the response (one ``bytes`` each), so a
 partition read to its end frees its memory whatever the others do.
 
-Bad input (cut short, a negative length, bytes left over) raises :class:`ValueError`; the
-transport turns it into :class:`~aiogroup.errors.RemoteProtocolError`.
+Bad input (cut short, a negative length, bytes left over) raises ``ValueError`` (or
+``struct.error``, ``IndexError``); the transport turns any of them into
+:class:`~aiogroup.errors.RemoteProtocolError`.
 """
 
 from __future__ import annotations
