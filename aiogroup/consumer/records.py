@@ -13,6 +13,10 @@ batches v0-v2, gzip/snappy/lz4/zstd, CRC-32C); this module adds what a consumer 
   batches of aborted transactions are skipped, using the response's aborted-transaction list
   (a producer's batches are aborted from its ``first_offset`` until its ABORT marker). The
   broker stops a ``read_committed`` fetch at the last stable offset itself;
+- **CRC-32C** (v2 batches, ``check_crcs``): with the optional ``crc32c`` package on a CPU
+  that computes it in hardware (SSE4.2, ARMv8: ``pip install 'aiogroup[crc32c]'``) a batch's
+  checksum is computed here, over the batch's bytes in place, about ten times faster than
+  aiokafka's table-driven one (which is used otherwise, and for legacy v0/v1 entries);
 - **bad input** raises :class:`~aiogroup.consumer.errors.CorruptRecordError` naming the
   partition and the offset: a CRC mismatch, a first batch cut short (KIP-74 brokers always
   send at least one whole batch, so that is a truncated response, not a large record), or
@@ -23,6 +27,7 @@ batches v0-v2, gzip/snappy/lz4/zstd, CRC-32C); this module adds what a consumer 
 
 from __future__ import annotations
 
+import importlib
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache
@@ -56,6 +61,17 @@ _MAGIC_AT = 16
 _ABORT = 0
 
 _new = tuple.__new__
+_CRC = struct.Struct(">I")
+_CRC_AT = 17  # a v2 batch's crc, after baseOffset, batchLength, partitionLeaderEpoch, magic
+_CRC_FROM = 21  # the crc covers the batch from its attributes to its end
+
+#: CRC-32C in hardware, when the optional ``crc32c`` package has it (not its software one).
+_hardware_crc32c: Callable[[Any], int] | None
+try:
+    _crc32c_module: Any = importlib.import_module("crc32c")
+    _hardware_crc32c = _crc32c_module.crc32c if _crc32c_module.hardware_based else None
+except ImportError:  # pragma: no cover - depends on the installation
+    _hardware_crc32c = None
 
 #: Codecs by attribute value (the low three bits).
 _CODECS = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -165,8 +181,10 @@ class PartitionRecords:
         "_abort_index",
         "_aborted",
         "_aborted_producers",
+        "_at",
         "_batches",
         "_check_crcs",
+        "_data",
         "_held",
         "_iter",
         "_pending_end",
@@ -196,6 +214,9 @@ class PartitionRecords:
         self.position = fetch_offset
         self.exhausted = False
         self._batches: Any = _memory_records()(data)
+        # Where the next batch starts in ``data`` (the batches come in order, back to back).
+        self._data = memoryview(data)
+        self._at = 0
         # The batch being read: its record iterator (records are decoded one at a time, so
         # none outlives its conversion) and a record taken from it but not returned yet.
         self._iter: Iterator[Any] | None = None
@@ -266,9 +287,10 @@ class PartitionRecords:
                 self.exhausted = True
                 return False
             self._read_any = True
+            start = self._at
             try:
                 next_offset = int(batch.next_offset)
-                if self._check_crcs and not batch.validate_crc():
+                if self._check_crcs and not self._crc_ok(batch, start):
                     raise self._corrupt("record batch CRC mismatch", self.position)
             except CorruptRecordError:
                 raise
@@ -323,6 +345,25 @@ class PartitionRecords:
             # v2 batches carry the timestamp type once for all their records.
             self._ts_type = int(batch.timestamp_type) if v2 else -1
             return True
+
+    def _crc_ok(self, batch: Any, start: int) -> bool:
+        """Check the CRC of ``batch``, which starts at ``start`` in the data (and moves past it):
+        in hardware where possible, else with aiokafka's reader."""
+        data = self._data
+        base, length = _HEADER.unpack_from(data, start)
+        end = start + _LOG_OVERHEAD + length
+        self._at = end
+        if (
+            _hardware_crc32c is not None
+            and data[start + _MAGIC_AT] >= 2
+            and base == batch.base_offset
+            and end <= len(data)
+        ):
+            return bool(
+                _hardware_crc32c(data[start + _CRC_FROM : end])
+                == _CRC.unpack_from(data, start + _CRC_AT)[0]
+            )
+        return bool(batch.validate_crc())
 
     def _skip_aborted(self, batch: Any, control: bool) -> bool:
         """KIP-98 read_committed: is this batch part of an aborted transaction?"""

@@ -3,8 +3,9 @@
 They go over the group member's connections (:class:`~aiogroup.client.transport.Transport`,
 aiokafka's client underneath) to partition leaders, with kafka-python 3's schema-driven
 messages; every version is negotiated per connection (Apache Kafka 2.3 stops at Fetch v11,
-ListOffsets v5 and Metadata v8, and speaks no flexible versions). Answers are turned into the
-plain values the sans-I/O core takes (:class:`~aiogroup.consumer.state.FetchedResponse`, ...).
+ListOffsets v5 and Metadata v8, and speaks no flexible versions); Fetch answers are read by
+:mod:`aiogroup.consumer.fetch_response`. Answers are turned into the plain values the sans-I/O
+core takes (:class:`~aiogroup.consumer.state.FetchedResponse`, ...).
 Transport failures raise :class:`~aiogroup.errors.BrokerUnreachableError` (a
 retriable error); an answer the decoder cannot read raises
 :class:`~aiogroup.errors.RemoteProtocolError`.
@@ -19,14 +20,14 @@ from typing import Any
 
 from kafka.protocol.consumer import (
     FetchRequest,
-    FetchResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
 )
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from aiogroup.client.transport import Request, Transport
-from aiogroup.consumer.state import FetchedPartition, FetchedResponse, FetchPlan
+from aiogroup.consumer.fetch_response import FetchResponseDecoder
+from aiogroup.consumer.state import FetchedResponse, FetchPlan
 from aiogroup.protocol.types import TopicPartition, group_by_topic
 
 __all__ = ["ClusterView", "DataPlane", "ListedOffset"]
@@ -104,33 +105,13 @@ class DataPlane:
                 rack_id=rack,
             )
 
-        request = Request("Fetch", FetchRequest, FetchResponse, build)
+        # The answer is read straight into the core's values (consumer/fetch_response.py).
+        request = Request("Fetch", FetchRequest, FetchResponseDecoder, build)
         timeout = self.request_timeout + plan.max_wait_ms / 1000
-        r = await self._transport.send(plan.node_id, request, timeout=timeout)
-        partitions = []
-        for t in r.responses or ():
-            topic = t.topic
-            for p in t.partitions or ():
-                aborted = p.aborted_transactions
-                partitions.append(
-                    FetchedPartition(
-                        tp=TopicPartition(topic, p.partition_index),
-                        error_code=p.error_code,
-                        high_watermark=p.high_watermark,
-                        last_stable_offset=getattr(p, "last_stable_offset", -1),
-                        log_start_offset=getattr(p, "log_start_offset", -1),
-                        aborted_transactions=(
-                            [(a.producer_id, a.first_offset) for a in aborted] if aborted else None
-                        ),
-                        records=p.records,
-                        preferred_read_replica=_node_or_none(
-                            getattr(p, "preferred_read_replica", None)
-                        ),
-                    )
-                )
-        if request.version < 7:
-            return FetchedResponse(0, 0, partitions)
-        return FetchedResponse(int(r.error_code or 0), int(r.session_id or 0), partitions)
+        response: FetchedResponse = await self._transport.send(
+            plan.node_id, request, timeout=timeout
+        )
+        return response
 
     async def list_offsets(
         self,
@@ -221,8 +202,3 @@ class DataPlane:
             await transport.refresh_metadata()
         brokers = frozenset(int(b.node_id) for b in r.brokers or ())
         return ClusterView(leaders, counts, brokers)
-
-
-def _node_or_none(value: Any) -> int:
-    """A broker id field (-1 when absent: versions before it, or no advice). 0 is a broker."""
-    return -1 if value is None else int(value)

@@ -199,6 +199,34 @@ def test_crc_mismatch_names_partition_and_offset_after_the_good_records() -> Non
     assert info.value.error_code == 2
 
 
+def test_crc_in_place_checks_each_batch_where_it_lies(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The CRC-32C of the optional hardware package, played by a software one: it is handed
+    # each v2 batch's bytes from its attributes to its end, in place, and catches a mismatch.
+    seen: list[int] = []
+
+    def crc(data: memoryview) -> int:
+        seen.append(len(data))
+        return int(calc_crc32c(bytes(data)))
+
+    monkeypatch.setattr("aiogroup.consumer.records._hardware_crc32c", crc)
+    first, second = batch([b"a", b"b"], 0), batch([b"c", b"d"], 2)
+    pr = PartitionRecords(TP, first + corrupt(second) + batch([b"e"], 4), 0)
+    out: list[ConsumerRecord] = []
+    with pytest.raises(CorruptRecordError) as info:
+        pr.drain(out, 100)
+    assert [r.value for r in out] == [b"a", b"b"] and info.value.offset == 2
+    assert seen == [len(first) - 21, len(second) - 21]
+    seen.clear()
+    good = first + second + batch([b"e"], 4)
+    assert [r.value for r in read_all(PartitionRecords(TP, good[:-3], 0))] == [
+        b"a",
+        b"b",
+        b"c",
+        b"d",
+    ]
+    assert len(seen) == 2  # the cut last batch is never handed out, nor checked
+
+
 def test_crc_is_not_checked_when_disabled() -> None:
     data = corrupt(batch([b"abcdefghijkl"], 0), at=len(batch([b"abcdefghijkl"], 0)) - 3)
     assert len(read_all(PartitionRecords(TP, data, 0, check_crcs=False))) == 1
