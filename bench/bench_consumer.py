@@ -34,24 +34,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from common import peak_rss_mb, rss_mb, start_broker
+
 CLIENTS = ("aiogroup", "aiokafka", "confluent", "confluent-aio")
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def peak_rss_mb() -> float:
-    """VmHWM (ru_maxrss would keep the parent's peak across exec)."""
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 class Tally:
@@ -309,10 +294,7 @@ def main() -> None:
     clients = [c for c in args.clients.split(",") if c]
     broker = None
     if not args.bootstrap:
-        from aiogroup.testing.launchers.kafka import KafkaBroker
-
-        broker = KafkaBroker(quick_jit=False, heap_mb=1024)
-        broker.start()
+        broker = start_broker("kafka23")
         args.bootstrap = broker.bootstrap
     try:
         if not args.topic:

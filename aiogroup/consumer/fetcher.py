@@ -116,7 +116,7 @@ class Fetcher:
             except Exception:  # a bug here must not stop consuming silently
                 log.exception("the fetch driver failed to plan")
                 raise
-            deadline = state.next_deadline()
+            deadline = state.next_deadline(now)
             if state.metadata_needed and self._metadata_task is None:
                 retry = self._metadata_retry_at
                 deadline = retry if deadline is None else min(deadline, retry)
