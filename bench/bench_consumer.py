@@ -62,9 +62,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from common import BROKERS, start_broker
 from consumer_clients import CLIENTS, client_command
-
-BROKERS = ("kafka4", "kafka23")
 
 
 @dataclass(frozen=True)
@@ -303,18 +302,6 @@ def print_shape(result: dict[str, Any]) -> None:
         figure = f"{value:6.2f}x" if "CPU" not in ratio["name"] else f"{value:6.3f} us"
         goal = f"  goal {ratio['goal']}: {ratio['verdict']}" if ratio["goal"] else ""
         print(f"  {ratio['name']:36s} {figure}{goal}")
-
-
-# --------------------------------------------------------------------------- brokers
-
-
-def start_broker(name: str) -> Any:
-    from aiogroup.testing.launchers.kafka import KAFKA4_VERSION, KafkaBroker
-
-    version = KAFKA4_VERSION if name == "kafka4" else None
-    broker = KafkaBroker(version=version, quick_jit=False, heap_mb=1024)
-    broker.start()
-    return broker
 
 
 def main() -> None:

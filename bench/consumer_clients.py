@@ -34,6 +34,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from common import peak_rss_mb, rss_mb
+
 #: Every client, in the order of the tables.
 CLIENTS = (
     "aiogroup",
@@ -70,16 +72,6 @@ LIBRDKAFKA_TUNED: dict[str, Any] = {
     "queued.min.messages": 1_000_000,
     "fetch.message.max.bytes": 4 * 1024 * 1024,
 }
-
-
-def status_mb(key: str) -> float:
-    """A ``/proc/self/status`` size in MB: ``VmRSS`` now, ``VmHWM`` the peak (``ru_maxrss``
-    would keep the parent's peak across exec)."""
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 class Tally:
@@ -239,7 +231,7 @@ async def drive(args: argparse.Namespace, tally: Tally) -> dict[str, float]:
         mark["cpu_seconds"] = time.process_time() - mark["cpu"]
         mark["timed"] = tally.count - mark["counted"]
         await asyncio.sleep(args.idle)  # the application stops reading; prefetching goes on
-        mark["idle_rss"] = status_mb("VmRSS")
+        mark["idle_rss"] = rss_mb()
         while not tally.done:
             await read(args.batch)
     return mark
@@ -259,7 +251,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         "rate": mark["timed"] / seconds if seconds else 0.0,
         "cpu_seconds": mark["cpu_seconds"],
         "verdict": tally.verdict(),
-        "peak_rss_mb": status_mb("VmHWM"),
+        "peak_rss_mb": peak_rss_mb(),
         "idle_rss_mb": mark["idle_rss"],
     }
 

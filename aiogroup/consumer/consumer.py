@@ -445,12 +445,12 @@ class Consumer:
                     key_deserializer=self._key_deserializer,
                     value_deserializer=self._value_deserializer,
                 )
+                if state.freed:  # room in the buffer: the fetcher may fetch again (also when
+                    state.freed = False  # what was read held no record for the application)
+                    self._fetcher.wake()
                 if records:
                     # Nothing awaits between here and the caller: a cancellation cannot lose
                     # records whose positions have moved.
-                    if state.freed:  # room in the buffer: the fetcher may fetch again
-                        state.freed = False
-                        self._fetcher.wake()
                     self._in_hand = {tp: rs[0].offset for tp, rs in records.items()}
                     self._unyielded += sum(map(len, records.values()))
                     return records

@@ -312,10 +312,16 @@ class ConsumerState:
     def paused(self) -> frozenset[TopicPartition]:
         return frozenset(tp for tp, st in self._partitions.items() if st.paused)
 
-    def next_deadline(self) -> float | None:
-        """The earliest backoff that ends (the driver plans again then)."""
+    def next_deadline(self, now: float | None = None) -> float | None:
+        """The earliest backoff that ends (the driver plans again then); given ``now``, only
+        one still ahead of it. A backoff that has ended is due already: the plan at ``now``
+        took its partition, or something else holds it (a Fetch in flight, a full buffer) whose
+        end wakes the driver by itself. (A passed one kept the driver waking every
+        millisecond: ``retry_at`` stays set after the refetch.)"""
         times = [st.retry_at for st in self._partitions.values() if st.retry_at is not None]
         times.extend(self._node_retry.values())
+        if now is not None:
+            times = [t for t in times if t > now]
         return min(times) if times else None
 
     def has_records(self, allowed: Collection[TopicPartition] | None = None) -> bool:

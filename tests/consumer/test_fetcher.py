@@ -14,9 +14,17 @@ from typing import cast
 import pytest
 
 from aiogroup.consumer.fetcher import Fetcher
-from aiogroup.consumer.state import ConsumerState, FetchConfig, FetchedResponse, FetchPlan
+from aiogroup.consumer.state import (
+    ConsumerState,
+    FetchConfig,
+    FetchedPartition,
+    FetchedResponse,
+    FetchPlan,
+)
 from aiogroup.consumer.wire import ClusterView, DataPlane, ListedOffset
 from aiogroup.protocol.types import TopicPartition
+
+from .batches import batch
 
 A = TopicPartition("t", 0)
 
@@ -71,5 +79,41 @@ async def test_a_position_becoming_known_wakes_the_waiters(committed: int | None
         assert state.position(A) == (9 if committed is None else committed)
         assert bool(plane.listed) is (committed is None)
         assert waiter.done(), "position known, but nothing woke the tasks waiting for it"
+    finally:
+        await fetcher.stop()
+
+
+class AnsweringPlane(QuietPlane):
+    """The first Fetch is answered with one record; later ones are long polls (counted)."""
+
+    def __init__(self) -> None:
+        super().__init__(end=0)
+        self.fetches = 0
+
+    async def fetch(self, plan: FetchPlan) -> FetchedResponse:
+        self.fetches += 1
+        if self.fetches == 1:
+            part = FetchedPartition(A, 0, high_watermark=1, records=batch([b"r"], 0))
+            return FetchedResponse(0, 0, [part])
+        return await super().fetch(plan)
+
+
+async def test_the_next_fetch_leaves_before_the_application_is_woken() -> None:
+    """An answer with records plans the next Fetch before it wakes the application, so the
+    request goes out while the application decodes and processes what came (woken first, a
+    busy application held it back for as long as that took)."""
+    state = ConsumerState(FetchConfig(auto_offset_reset="earliest"))
+    plane = AnsweringPlane()
+
+    async def lookup(parts: Sequence[TopicPartition]) -> Mapping[TopicPartition, int | None]:
+        return dict.fromkeys(parts)
+
+    fetcher = Fetcher(state, cast(DataPlane, plane), lookup)
+    state.add([A])
+    fetcher.start()
+    try:
+        while not state.has_records():
+            await fetcher.data_waiter()  # the application waits for records
+        assert plane.fetches == 2, "the application ran before the next Fetch left"
     finally:
         await fetcher.stop()
