@@ -120,9 +120,11 @@ class FetchConfig:
     retry_backoff_ms: int = DEFAULTS.retry_backoff_ms
     #: How long a preferred read replica (KIP-392) is used before asking the leader again.
     metadata_max_age_ms: int = DEFAULTS.metadata_max_age_ms
-    #: Responses a partition may have buffered before it is fetched again. One: a second one
-    #: per partition held as much again in memory and read no faster (issue 29).
-    max_buffered_responses: int = 1
+    #: Responses a partition may have buffered and still be fetched again. A second one is
+    #: fetched only while the first is small (see :meth:`ConsumerState.has_room`): a partition
+    #: behind holds one full response (a second full one held as much again in memory and
+    #: read no faster, issue 29), a partition that keeps up stays in the long poll.
+    max_buffered_responses: int = 2
 
     def __post_init__(self) -> None:
         # Checked by the one table that defines these options (aiogroup.config).
@@ -342,9 +344,20 @@ class ConsumerState:
             not st.paused
             and not st.stopped
             and st.error is None
-            and len(st.buffer) < self.config.max_buffered_responses
+            and self.has_room(st)
             and self.buffered_bytes < self.config.fetch_max_bytes
         )
+
+    def has_room(self, st: PartitionState) -> bool:
+        """Whether ``st`` may be fetched again: nothing buffered, or (below
+        ``max_buffered_responses``) less than half of ``max_partition_fetch_bytes``. One that
+        is behind waits with a full response; one that keeps up stays in the next long poll
+        rather than waiting for it to end once its few records are read (issue 29)."""
+        n = len(st.buffer)
+        if n == 0:
+            return True
+        cfg = self.config
+        return n < cfg.max_buffered_responses and 2 * st.buffered < cfg.max_partition_fetch_bytes
 
     def _waiting(self, st: PartitionState, now: float) -> None:
         """Start (or stop) ``st``'s clock of waiting for records."""
@@ -629,7 +642,7 @@ class ConsumerState:
             and not st.blocked
             and st.error is None
             and st.fetching is None
-            and len(st.buffer) < self.config.max_buffered_responses
+            and self.has_room(st)
             and (st.retry_at is None or now >= st.retry_at)
         )
 

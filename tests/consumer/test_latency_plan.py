@@ -11,7 +11,7 @@ from __future__ import annotations
 from aiogroup.consumer.state import FetchConfig
 
 from .batches import batch
-from .test_state import A, B, C, answer, ready
+from .test_state import A, B, C, answer, ready, values
 
 LONG_POLL = FetchConfig(auto_offset_reset="earliest", fetch_max_wait_ms=600_000)
 
@@ -86,3 +86,24 @@ def test_reading_the_last_buffered_response_makes_the_partition_fetchable() -> N
     assert s.freed
     (plan,) = s.plan(2.0)
     assert plan.session.fetching[A].fetch_offset == 2
+
+
+def test_a_partition_behind_waits_with_one_full_response_and_one_that_keeps_up_does_not() -> None:
+    """Two responses per partition at most, the second only while the first is small (under
+    half of ``max_partition_fetch_bytes``): memory holds one full response per partition behind,
+    latency keeps a partition with a few records buffered in the long poll."""
+    config = FetchConfig(
+        auto_offset_reset="earliest", fetch_max_wait_ms=600_000, max_partition_fetch_bytes=4096
+    )
+    s = ready([A, B], config=config)
+    (plan,) = s.plan(0.0)
+    full = batch([b"x" * 2100], 0)  # over half of 4096
+    assert 2 * len(full) >= 4096
+    assert answer(s, plan, {A: full, B: batch([b"b0"], 0)}, now=1.0) == 2
+    (again,) = s.plan(1.0)
+    assert set(again.session.fetching) == {B}  # A is behind: it waits to be read
+    assert answer(s, again, {B: batch([b"b1"], 1)}, now=2.0) == 1
+    assert s.plan(2.0) == []  # B has two small responses buffered: the most it may have
+    assert values(s.collect(10, 3.0, partitions=[A])) == {A: [b"x" * 2100]}  # A read ...
+    (third,) = s.plan(3.0)  # ... and fetched again
+    assert set(third.session.fetching) == {A}
