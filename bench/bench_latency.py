@@ -20,9 +20,10 @@ client, a fresh topic of ``--partitions`` partitions and a fresh group. Each run
 4. the parent checks the client read every record produced (none lost) and reports p50, p99,
    p99.9 and max in ms with the load average, then p99(aiogroup) / p99(peer) (goal <= 1).
 
-External clients (the Java KafkaConsumer, franz-go) speak the same protocol: a command
-``PROGRAM --mode latency --bootstrap B --topic T --group G --records N [--tuned]`` that prints
-that JSON line; see :func:`external_program`. Usage::
+The Java KafkaConsumer 4.1.1 and franz-go (``java``, ``franz-go``, and ``-tuned`` with a fetch
+wait of 10 ms) run the latency mode of ``bench/peer_programs`` (``PROGRAM --mode latency
+--bootstrap B --topic T --group G --records N [--tuned]``, the same JSON line, stopped by a
+line on stdin); see :func:`external_program`. Usage::
 
     python bench/bench_latency.py [--broker kafka4|kafka23] [--rates 1000,10000,100000]
         [--seconds 10] [--warmup 2] [--broker-warmup 20] [--partitions 12] [--size 100]
@@ -61,7 +62,7 @@ PYTHON_CLIENTS = (
     "confluent-aio-tuned",
 )
 EXTERNAL_CLIENTS = ("java", "java-tuned", "franz-go", "franz-go-tuned")
-DEFAULT_CLIENTS = PYTHON_CLIENTS
+DEFAULT_CLIENTS = PYTHON_CLIENTS + EXTERNAL_CLIENTS
 
 #: librdkafka's advice for low latency on the consumer side (the wiki's "How to decrease
 #: message latency": fetch.wait.max.ms down to the latency allowed, e.g. 10 ms, and
@@ -324,17 +325,15 @@ def producer_main(args: argparse.Namespace) -> None:
 
 
 def external_program(client: str) -> list[str] | None:
-    """The command line (without options) of an external client's latency program, or None.
+    """The command line (without options) of an external client's latency program: the Java
+    KafkaConsumer's and franz-go's benchmark programs (``bench/peer_programs``, built once by
+    :mod:`aiogroup.testing.peers`; ``-tuned`` is passed as ``--tuned``: ``fetch.max.wait.ms`` /
+    ``FetchMaxWait`` 10 ms, librdkafka's advice carried over), or None for another name."""
+    if client not in ("java", "franz-go"):
+        return None
+    from consumer_clients import peer_program
 
-    TODO(issue 29.3, branch bench29): the Java KafkaConsumer and franz-go programs (built by
-    ``aiogroup.testing.peers``: ``java_program`` / ``franz_go_program``) get a
-    ``--mode latency --bootstrap B --topic T --group G --records N [--tuned]`` mode that prints
-    ``{"client": ..., "latencies_us": [...]}``; return their command here for ``java`` and
-    ``franz-go`` (``-tuned`` is passed as ``--tuned``) and they run like every other client.
-    Until then they are reported as not wired.
-    """
-    del client
-    return None
+    return peer_program(client)
 
 
 def client_command(
@@ -401,7 +400,7 @@ def run_one(args: argparse.Namespace, broker: Any, client: str, rate: int) -> di
     total = round(rate * args.warmup) + round(rate * args.seconds)
     command = client_command(client, args.bootstrap, topic, group, total, args.idle_stop)
     if command is None:
-        return {"client": client, "rate": rate, "skipped": "not wired yet (external_program)"}
+        return {"client": client, "rate": rate, "skipped": "no such client"}
     consumer = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -28,11 +28,11 @@
 //                 [--offset-reset earliest|latest] [--client NAME]
 //
 //   Prints {"event": "ready", "client": ...} once partitions are assigned (produce after it),
-//   then reads N records: the first 8 bytes of each value are the producer's time.time_ns() as
-//   a big-endian int64, and latency = the wall clock (Instant.now(), ns, same
-//   machine) minus that. Prints ONE JSON line: {"client", "count", "p50_us", "p99_us",
-//   "p999_us", "max_us"} plus "latencies_us" (every latency, in arrival order, integers) when
-//   N <= 200000.
+//   then reads N records (or fewer: a line on stdin stops it, for a client fallen behind): the
+//   first 8 bytes of each value are the producer's time.time_ns() as a big-endian int64, and
+//   latency = the wall clock (Instant.now(), ns, same machine) minus that. Prints ONE JSON
+//   line: {"client", "count", "p50_us", "p99_us", "p999_us", "max_us", "latencies_us"} (every
+//   latency, in arrival order, integers; -1 percentiles when nothing was read).
 //
 // Exit code 0 on success, 1 on an error (message on stderr).
 
@@ -61,7 +61,6 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public final class BenchConsumer {
-    private static final int LIST_LIMIT = 200_000;
 
     public static void main(String[] argv) throws Exception {
         Map<String, String> opt = new HashMap<>();
@@ -180,8 +179,19 @@ public final class BenchConsumer {
                 }
             }
         });
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        Thread stdin = new Thread(() -> { // a line on stdin: stop and report what was read
+            try {
+                new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
+            } catch (java.io.IOException e) {
+                // no stdin: never stopped early
+            }
+            stop.set(true);
+        });
+        stdin.setDaemon(true);
+        stdin.start();
         int count = 0;
-        while (count < n) {
+        while (count < n && !stop.get()) {
             ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofSeconds(1));
             long now = nowNanos();
             for (ConsumerRecord<byte[], byte[]> r : records) {
@@ -190,16 +200,17 @@ public final class BenchConsumer {
                 }
             }
         }
-        long[] sorted = lat.clone();
+        long[] sorted = Arrays.copyOf(lat, count);
         Arrays.sort(sorted);
         StringBuilder out = new StringBuilder();
         out.append(String.format(java.util.Locale.ROOT,
             "{\"client\": \"%s\", \"count\": %d, \"p50_us\": %d, \"p99_us\": %d, \"p999_us\": %d, "
                 + "\"max_us\": %d",
-            client, n, pct(sorted, 0.50), pct(sorted, 0.99), pct(sorted, 0.999), sorted[n - 1]));
-        if (n <= LIST_LIMIT) {
+            client, count, pct(sorted, 0.50), pct(sorted, 0.99), pct(sorted, 0.999),
+            pct(sorted, 1.0)));
+        {
             out.append(", \"latencies_us\": [");
-            for (int i = 0; i < n; i++) {
+            for (int i = 0; i < count; i++) {
                 out.append(i == 0 ? "" : ",").append(lat[i]);
             }
             out.append(']');
@@ -208,6 +219,9 @@ public final class BenchConsumer {
     }
 
     private static long pct(long[] sorted, double q) {
+        if (sorted.length == 0) {
+            return -1; // nothing read
+        }
         return sorted[Math.min(sorted.length - 1, (int) Math.ceil(q * sorted.length) - 1)];
     }
 

@@ -27,10 +27,11 @@
 //	    [--tuned] [--offset-reset earliest|latest] [--client NAME]
 //
 //	Prints {"event": "ready", "client": ...} once partitions are assigned (produce after it),
-//	then reads N records: the first 8 bytes of each value are the producer's time.time_ns() as
-//	a big-endian int64, and latency = time.Now().UnixNano() (same machine) minus that. Prints
-//	ONE JSON line: {"client", "count", "p50_us", "p99_us", "p999_us", "max_us"} plus
-//	"latencies_us" (every latency, in arrival order, integers) when N <= 200000.
+//	then reads N records (or fewer: a line on stdin stops it, for a client fallen behind): the
+//	first 8 bytes of each value are the producer's time.time_ns() as a big-endian int64, and
+//	latency = time.Now().UnixNano() (same machine) minus that. Prints ONE JSON line:
+//	{"client", "count", "p50_us", "p99_us", "p999_us", "max_us", "latencies_us"} (every
+//	latency, in arrival order, integers; -1 percentiles when nothing was read).
 //
 // Exit code 0 on success, 1 on an error (message on stderr).
 package main
@@ -48,13 +49,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-const listLimit = 200000
 
 func main() {
 	mode := flag.String("mode", "throughput", "throughput or latency")
@@ -206,7 +207,12 @@ func throughput(cl *kgo.Client, expectedJSON string, warmup, timedRecords int64,
 
 func latency(cl *kgo.Client, n int, client string) string {
 	lat := make([]int64, 0, n)
-	for len(lat) < n {
+	var stop atomic.Bool // a line on stdin: stop and report what was read (fallen behind)
+	go func() {
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		stop.Store(true)
+	}()
+	for len(lat) < n && !stop.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		fetches := cl.PollFetches(ctx)
 		cancel()
@@ -220,7 +226,10 @@ func latency(cl *kgo.Client, n int, client string) string {
 	}
 	sorted := append([]int64(nil), lat...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
-	pct := func(q float64) int64 {
+	pct := func(q float64) int64 { // -1: nothing read
+		if len(sorted) == 0 {
+			return -1
+		}
 		i := int(math.Ceil(q*float64(len(sorted)))) - 1
 		if i < 0 {
 			i = 0
@@ -229,8 +238,8 @@ func latency(cl *kgo.Client, n int, client string) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `{"client": %q, "count": %d, "p50_us": %d, "p99_us": %d, "p999_us": %d, "max_us": %d`,
-		client, n, pct(0.50), pct(0.99), pct(0.999), sorted[len(sorted)-1])
-	if n <= listLimit {
+		client, len(lat), pct(0.50), pct(0.99), pct(0.999), pct(1))
+	{
 		b.WriteString(`, "latencies_us": [`)
 		for i, v := range lat {
 			if i > 0 {
