@@ -168,5 +168,17 @@ class FetchResponseDecoder:
     API_KEY = 1
 
     @staticmethod
+    def parse_header(stream: Any, version: int) -> None:
+        """Move ``stream`` past the response header: a correlation id, then from v12 (flexible)
+        its tagged fields. The transport reads only the body after it, without a copy."""
+        data = memoryview(stream.getvalue())
+        pos = stream.tell() + 4
+        if version >= 12:
+            pos = _skip_tags(data, pos)
+        if pos > len(data):
+            raise ValueError("response header cut short")
+        stream.seek(pos)
+
+    @staticmethod
     def decode(data: Any, version: int, header: bool = True) -> FetchedResponse:
         return decode_fetch_response(bytes(data), version, header=header)

@@ -198,7 +198,7 @@ def test_lookup_is_lazy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     by_range, by_roundrobin = json.loads(out.stdout)
-    allowed = {"registry", "base", "range"}
+    allowed = {"registry", "base", "range", "racks"}  # range is rack-aware (KIP-881)
     assert set(by_range) <= {f"aiogroup.assignors.{n}" for n in allowed}
     assert set(by_roundrobin) <= {"aiogroup.assignors.roundrobin"}
 

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from kafka.protocol.consumer import FetchResponse
 
-from aiogroup.consumer.fetch_response import decode_fetch_response
+from aiogroup.client.transport import _decode_response
+from aiogroup.consumer.fetch_response import FetchResponseDecoder, decode_fetch_response
 from aiogroup.consumer.state import FetchedPartition
 from aiogroup.protocol.types import TopicPartition
 from aiogroup.testing.wire import encode_response
@@ -82,3 +83,17 @@ def test_cut_short_or_overlong_answers_are_refused(version: int) -> None:
             decode_fetch_response(data[:cut], version)
     with pytest.raises(ValueError, match="left after"):
         decode_fetch_response(data + b"\x00", version)
+
+
+@pytest.mark.parametrize("version", [11, 12])
+def test_a_short_answer_decodes_through_the_transport(version: int) -> None:
+    """An empty answer (an incremental session with nothing new: 17 bytes at v12) is shorter
+    than the transport's header peek: the decoder must say where its header ends, or the body
+    read after the peek is empty and the answer undecodable."""
+    tags = b"\x00" if version >= 12 else b""
+    topics = b"\x01" if version >= 12 else (0).to_bytes(4, "big")
+    data = (7).to_bytes(4, "big") + tags + bytes(4) + bytes(2) + (9).to_bytes(4, "big")
+    data += topics + tags
+    assert len(data) < 64
+    response = _decode_response(FetchResponseDecoder, data, version)
+    assert (response.error_code, response.session_id, response.partitions) == (0, 9, [])
