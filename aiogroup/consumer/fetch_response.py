@@ -33,7 +33,7 @@ _PART_V5 = struct.Struct(">ihqqq")  # ... log_start_offset
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 
 
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+def _uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
     while True:
@@ -47,7 +47,7 @@ def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint longer than 5 bytes")
 
 
-def _skip_tags(data: bytes, pos: int) -> int:
+def _skip_tags(data: bytes | memoryview, pos: int) -> int:
     count, pos = _uvarint(data, pos)
     for _ in range(count):
         _tag, pos = _uvarint(data, pos)
