@@ -120,6 +120,21 @@ class Sink:
         self.last = time.monotonic()
 
 
+async def getmany_loop(consumer: Any, sink: Sink) -> None:
+    """The application waiting in ``getmany`` (aiogroup's and aiokafka's, the same call)."""
+    while not sink.done:
+        batch = await consumer.getmany(timeout_ms=1000)
+        now = time.time_ns()
+        if not batch:
+            if sink.idle():
+                return
+            continue
+        for records in batch.values():
+            for record in records:
+                sink.add(now, record.value)
+        sink.touch()
+
+
 async def run_aiogroup(args: argparse.Namespace, sink: Sink) -> None:
     from aiogroup import Consumer
 
@@ -128,17 +143,7 @@ async def run_aiogroup(args: argparse.Namespace, sink: Sink) -> None:
         enable_auto_commit=False,
     )  # fmt: skip
     async with consumer:
-        while not sink.done:
-            batch = await consumer.getmany(timeout_ms=1000)
-            now = time.time_ns()
-            if not batch:
-                if sink.idle():
-                    return
-                continue
-            for records in batch.values():
-                for record in records:
-                    sink.add(now, record.value)
-            sink.touch()
+        await getmany_loop(consumer, sink)
 
 
 async def run_aiogroup_iter(args: argparse.Namespace, sink: Sink) -> None:
@@ -176,17 +181,7 @@ async def run_aiokafka(args: argparse.Namespace, sink: Sink) -> None:
     )  # fmt: skip
     await consumer.start()
     try:
-        while not sink.done:
-            batch = await consumer.getmany(timeout_ms=1000)
-            now = time.time_ns()
-            if not batch:
-                if sink.idle():
-                    return
-                continue
-            for records in batch.values():
-                for record in records:
-                    sink.add(now, record.value)
-            sink.touch()
+        await getmany_loop(consumer, sink)
     finally:
         await consumer.stop()
 
