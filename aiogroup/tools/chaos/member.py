@@ -136,6 +136,7 @@ def _telemetry(args: argparse.Namespace) -> JsonlTelemetry:
         group_id=args.group,
         client=client,
         retry_backoff_s=0.05,
+        close_timeout_s=30.0,  # a run's audit needs every event: a loaded machine may be slow
     )
     return KafkaTee(args.dir, args.name, kafka=kafka, client=client, group_id=args.group)
 
