@@ -141,6 +141,13 @@ async def process_batch(
 
 async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
     events = Events(args.events, args.name)
+    # Under the KIP-848 consumer protocol the session and the heartbeat interval are the
+    # group's, set on the broker (the group configs consumer.session.timeout.ms and
+    # consumer.heartbeat.interval.ms); the member epoch stands for the generation.
+    session: dict[str, Any] = (
+        {"session_timeout_ms": args.session_ms, "heartbeat_interval_ms": args.heartbeat_ms}
+        if args.group_protocol == "classic" else {}
+    )  # fmt: skip
     consumer = Consumer(
         args.bootstrap,
         args.group,
@@ -149,9 +156,9 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
         isolation_level="read_committed",  # the input may be transactional too
         enable_auto_commit=False,  # offsets are committed in the transactions
         auto_offset_reset="earliest",
-        session_timeout_ms=args.session_ms,
-        heartbeat_interval_ms=args.heartbeat_ms,
+        group_protocol=args.group_protocol,
         fetch_max_wait_ms=100,
+        **session,
     )
     producer = TransactionalProducer(
         args.bootstrap,
@@ -195,8 +202,11 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-records", type=int, default=200)
     p.add_argument("--batch-records", type=int, default=1_000,
                    help="records per partition buffered before a Produce within a transaction")
-    p.add_argument("--session-ms", type=int, default=10_000)
-    p.add_argument("--heartbeat-ms", type=int, default=1_000)
+    p.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                   help="'consumer': the KIP-848 protocol (Kafka 4.0+), where --session-ms "
+                        "and --heartbeat-ms do not apply: they are the group's broker configs")
+    p.add_argument("--session-ms", type=int, default=10_000, help="classic protocol only")
+    p.add_argument("--heartbeat-ms", type=int, default=1_000, help="classic protocol only")
     p.add_argument("--transaction-timeout-ms", type=int, default=60_000)
     p.add_argument("--pause-file", type=Path, default=None,
                    help="testing: once this file exists, SIGSTOP this process in the middle "

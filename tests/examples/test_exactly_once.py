@@ -31,6 +31,7 @@ from aiogroup import Consumer, TopicPartition
 from aiogroup.config import IsolationLevel
 from aiogroup.testing.fixtures import apache_kafka4  # noqa: F401 - the session fixture, by name
 from aiogroup.testing.launchers.kafka import KafkaBroker
+from aiogroup.tools.chaos.brokers import set_consumer_group_config
 from tests.consumer.helpers import produce, unique, wait_for
 
 pytestmark = pytest.mark.timeout(600)
@@ -39,7 +40,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "exactly_once.py"
 SEED = int(os.environ.get("AIOGROUP_EOS_SEED", "447"))
 INPUT_PARTITIONS, OUTPUT_PARTITIONS = 6, 3
 WAVES, PER_WAVE = 8, 400  # records per input partition come in waves of PER_WAVE in all
-SESSION_MS = 6000
+SESSION_MS, HEARTBEAT_MS = 6000, 500
 BOUND_S = 120.0
 #: Longer than the zombie's pause (bounded below), so that the transaction coordinator does
 #: not abort the paused transaction itself: what stops the zombie must be the group's fencing.
@@ -49,8 +50,10 @@ TRANSACTION_TIMEOUT_MS = 90_000
 class Workers:
     """The example's processes, by name; each appends its events to ``<name>.events``."""
 
-    def __init__(self, kafka: KafkaBroker, out: Path, group: str, src: str, dst: str) -> None:
+    def __init__(self, kafka: KafkaBroker, out: Path, group: str, src: str, dst: str,
+                 protocol: str = "classic") -> None:
         self.kafka, self.out, self.group, self.src, self.dst = kafka, out, group, src, dst
+        self.protocol = protocol
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.starts: dict[str, int] = {}
         self.kills = 0
@@ -61,7 +64,8 @@ class Workers:
             "--group", self.group, "--input", self.src, "--output", self.dst, "--name", name,
             "--events", str(self.out / f"{name}.events"), "--max-records", "50",
             "--batch-records", "4",  # Produce inside the transaction: kills leave aborted data
-            "--session-ms", str(SESSION_MS), "--heartbeat-ms", "500",
+            "--group-protocol", self.protocol,
+            "--session-ms", str(SESSION_MS), "--heartbeat-ms", str(HEARTBEAT_MS),
             "--transaction-timeout-ms", str(TRANSACTION_TIMEOUT_MS),
             "--pause-file", str(self.pause_file(name)),
         ]  # fmt: skip
@@ -162,15 +166,22 @@ class OutputReader:
         await self.consumer.close()
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 async def test_every_input_record_is_output_exactly_once_through_kills_and_a_zombie(
     apache_kafka4: KafkaBroker,  # noqa: F811
     tmp_path: Path,
+    protocol: str,
 ) -> None:
+    """The classic protocol (cooperative-sticky: the generation fences) and KIP-848's (the
+    broker assigns; the member epoch fences, the session and heartbeat being the group's)."""
     rng = random.Random(SEED)
     src, dst, group = unique("eos-in"), unique("eos-out"), unique("eos")
     apache_kafka4.create_topic(src, INPUT_PARTITIONS)
     apache_kafka4.create_topic(dst, OUTPUT_PARTITIONS)
-    workers = Workers(apache_kafka4, tmp_path, group, src, dst)
+    if protocol == "consumer":  # before the first member joins
+        set_consumer_group_config(apache_kafka4.bootstrap, group, session_ms=SESSION_MS,
+                                  heartbeat_ms=HEARTBEAT_MS)  # fmt: skip
+    workers = Workers(apache_kafka4, tmp_path, group, src, dst, protocol)
     names = ["w1", "w2", "w3"]
     committed = OutputReader(apache_kafka4.bootstrap, dst, "read_committed")
     await committed.start()
@@ -242,7 +253,7 @@ async def test_every_input_record_is_output_exactly_once_through_kills_and_a_zom
     zombie_fenced = sum(e.get("reason") == "ConsumerFencedError" and e["t"] > pause["at"]
                         for e in workers.events(zombie))  # fmt: skip
     summary = {
-        "seed": SEED, "records_in": len(expected), "records_out": len(seen),
+        "protocol": protocol, "seed": SEED, "records_in": len(expected), "records_out": len(seen),
         "duplicates": duplicates, "gaps": gaps, "strangers": strangers,
         "kills": workers.kills, "zombie": zombie, "aborted_transactions": aborted,
         "fenced_offset_commits": fenced,
