@@ -55,6 +55,7 @@ __all__ = [
     "CONSUMER_METRICS",
     "COORDINATOR_METRICS",
     "FETCH_MANAGER_METRICS",
+    "NODE_METRICS",
     "MetricsRegistry",
     "NodeFetches",
     "PartitionMetrics",
@@ -62,10 +63,11 @@ __all__ = [
 ]
 
 #: Java's metric groups (each with tag ``client-id``; per partition also ``topic`` and
-#: ``partition``).
+#: ``partition``; per broker, ``consumer-node-metrics``, also ``node-id``).
 COORDINATOR_METRICS = "consumer-coordinator-metrics"
 FETCH_MANAGER_METRICS = "consumer-fetch-manager-metrics"
 CONSUMER_METRICS = "consumer-metrics"
+NODE_METRICS = "consumer-node-metrics"
 
 
 @dataclass(slots=True)

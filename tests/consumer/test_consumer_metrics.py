@@ -204,6 +204,7 @@ async def test_prometheus_scrapes_a_consumer_as_micrometer_names_javas(
         text = generate_latest(registry).decode()
         lag = c.partition_metrics[TopicPartition(topic, 0)]["records-lag"]
         consumed = c.metrics["records-consumed-total"]
+        nodes = c.node_metrics
         collector.remove(c)
     labels = f'client_id="svc-7",group_id="{group}"'
     java_topic = topic.replace(".", "_")
@@ -213,6 +214,12 @@ async def test_prometheus_scrapes_a_consumer_as_micrometer_names_javas(
         f'topic="{java_topic}"}} {lag}'
     ) in lines
     assert f"kafka_consumer_fetch_manager_records_consumed_total{{{labels}}} {consumed}" in lines
+    # per broker fetched from (consumer-node-metrics, tag node-id): the one embedded broker
+    ((node, fetched),) = nodes.items()
+    assert fetched["records-fetched-total"] >= 20
+    for name, value in fetched.items():
+        series = f"kafka_consumer_node_{name.replace('-', '_')}"
+        assert f'{series}{{{labels},node_id="{node}"}} {value}' in lines, series
     assert any(line.startswith("kafka_consumer_time_between_poll_avg{") for line in lines)
     assert any(line.startswith("kafka_consumer_coordinator_commit_total{") for line in lines)
     # records-lag-max is published per partition (as Micrometer keeps the finer one), only.
@@ -237,6 +244,10 @@ class FixedConsumer:
             TopicPartition("orders.v1", 3): {"records-lag": math.nan, "records-lag-max": 4.0},
         }
 
+    @property
+    def node_metrics(self) -> dict[int, dict[str, float]]:
+        return {1: {"records-fetched-total": 7.0}, 3: {"records-fetched-total": 5.0}}
+
 
 def test_opentelemetry_reports_partition_metrics_with_messaging_attributes() -> None:
     from opentelemetry.sdk.metrics import MeterProvider
@@ -255,6 +266,7 @@ def test_opentelemetry_reports_partition_metrics_with_messaging_attributes() -> 
         "kafka.consumer.fetch.manager.fetch-latency-avg",
         "kafka.consumer.fetch.manager.records-lag",
         "kafka.consumer.fetch.manager.records-lag-max",
+        "kafka.consumer.node.records-fetched-total",
     }  # the client-level records-lag-max is not published: the per-partition one is
     total = cast_sum(found["kafka.consumer.fetch.manager.records-consumed-total"].data, Sum)
     assert total.is_monotonic and total.data_points[0].value == 12.0
@@ -269,6 +281,10 @@ def test_opentelemetry_reports_partition_metrics_with_messaging_attributes() -> 
         "messaging.destination.name": "orders.v1",
         "messaging.destination.partition.id": "2",
     }
+    per_node = cast_sum(found["kafka.consumer.node.records-fetched-total"].data, Sum)
+    assert per_node.is_monotonic
+    assert sorted((dict(p.attributes or {})["kafka.node.id"], p.value)
+                  for p in per_node.data_points) == [("1", 7.0), ("3", 5.0)]  # fmt: skip
     lag_max = found["kafka.consumer.fetch.manager.records-lag-max"].data
     assert isinstance(lag_max, Gauge)
     assert sorted(p.value for p in lag_max.data_points) == [4.0, 9.0]

@@ -6,14 +6,16 @@
   meter
   (``pip install 'aiogroup[opentelemetry]'``).
 
-Both read ``source.metrics`` (and a consumer's ``partition_metrics``; see
+Both read ``source.metrics`` (and a consumer's ``partition_metrics`` and ``node_metrics``; see
 :mod:`aiogroup.observability.registry`) when scraped or collected; nothing is recorded twice and
 nothing runs between scrapes. :data:`CATALOGUE` lists what they publish: each metric a member
-(Java's ``consumer-coordinator-metrics``) or a consumer (also ``consumer-fetch-manager-metrics``
-and ``consumer-metrics``) keeps, with its group, its kind (a counter only ever grows), its unit
-and whether it is per partition. A name Java keeps both per client and per partition
-(``records-lag-max``, ``records-lead-min``) is published per partition only, as Micrometer and
-OpenTelemetry's Kafka metrics reporter keep the most detailed of the two (:data:`EXPORTED`).
+(Java's ``consumer-coordinator-metrics``) or a consumer (also ``consumer-fetch-manager-metrics``,
+``consumer-metrics`` and, per broker fetched from, ``consumer-node-metrics``) keeps, with its
+group, its kind (a counter only ever grows), its unit and its scope (the client, a partition or
+a broker: :func:`scoped_values` gives each value with its Java tags). A name Java keeps both
+per client and per partition (``records-lag-max``, ``records-lead-min``) is published per
+partition only, as Micrometer and OpenTelemetry's Kafka metrics reporter keep the most
+detailed of the two (:data:`EXPORTED`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from aiogroup.observability.registry import (
     CONSUMER_METRICS,
     COORDINATOR_METRICS,
     FETCH_MANAGER_METRICS,
+    NODE_METRICS,
 )
 from aiogroup.protocol.types import TopicPartition
 
@@ -35,23 +38,30 @@ __all__ = [
     "EXPORTED",
     "Members",
     "MetricInfo",
+    "NodeMetricsSource",
     "PartitionMetricsSource",
+    "Scope",
     "partition_values",
+    "scoped_values",
     "topic_tag",
 ]
+
+#: Where a metric is kept: once per client, per partition (Java's tags ``topic`` and
+#: ``partition``) or per broker (``node-id``).
+Scope = Literal["client", "partition", "node"]
 
 
 @dataclass(frozen=True, slots=True)
 class MetricInfo:
     """One published metric: Java's name, its kind, its unit and what it means; its Java
-    group, and whether it is kept per partition (tags ``topic`` and ``partition``)."""
+    group, and its :data:`Scope`."""
 
     name: str
     kind: Literal["gauge", "counter"]
     unit: str
     description: str
     group: str = COORDINATOR_METRICS
-    scope: Literal["client", "partition"] = "client"
+    scope: Scope = "client"
 
 
 @runtime_checkable
@@ -60,6 +70,15 @@ class PartitionMetricsSource(MetricsSource, Protocol):
 
     @property
     def partition_metrics(self) -> dict[TopicPartition, dict[str, float]]: ...
+
+
+@runtime_checkable
+class NodeMetricsSource(MetricsSource, Protocol):
+    """A source with per-broker metrics too (a :class:`~aiogroup.Consumer`: which broker served
+    its records, KIP-392)."""
+
+    @property
+    def node_metrics(self) -> dict[int, dict[str, float]]: ...
 
 
 def topic_tag(topic: str) -> str:
@@ -77,6 +96,27 @@ def partition_values(
             value = values.get(name)
             if value is not None:
                 yield tp, value
+
+
+def scoped_values(
+    source: MetricsSource, info: MetricInfo
+) -> Iterator[tuple[dict[str, str], float]]:
+    """Each value of ``info`` at ``source`` with its Java tags beyond the client's: ``{}`` for
+    a client-level metric, ``{"topic", "partition"}`` per partition, ``{"node-id"}`` (the
+    broker id) per broker. A value the source does not keep (yet) is left out."""
+    if info.scope == "partition":
+        for tp, value in partition_values(source, info.name):
+            yield {"topic": tp.topic, "partition": str(tp.partition)}, value
+    elif info.scope == "node":
+        if isinstance(source, NodeMetricsSource):
+            for node, values in source.node_metrics.items():
+                got = values.get(info.name)
+                if got is not None:
+                    yield {"node-id": str(node)}, got
+    else:
+        client = source.metrics.get(info.name)
+        if client is not None:
+            yield {}, client
 
 
 def _latency(kind: str) -> tuple[MetricInfo, MetricInfo]:
@@ -174,6 +214,14 @@ CATALOGUE: tuple[MetricInfo, ...] = (
             ("records-lead", "Records between the log start and the position, latest"),
             ("records-lead-avg", "Average recent lead of the partition"),
             ("records-lead-min", "Smallest recent lead of the partition"),
+        )
+    ),
+    *(
+        MetricInfo(name, "counter", unit, description, NODE_METRICS, "node")
+        for name, unit, description in (
+            ("fetch-total", "1", "Fetch answers from the broker"),
+            ("bytes-fetched-total", "By", "Record bytes in the broker's Fetch answers"),
+            ("records-fetched-total", "1", "Records in the broker's complete batches"),
         )
     ),
 )

@@ -16,7 +16,10 @@ Prometheus exporter of OpenTelemetry then shows the same names as
 counters, the rest observable gauges; units are Java's (``ms``, ``s``, ``By``). Attributes:
 ``messaging.system`` (``kafka``), ``messaging.consumer.group.name`` and ``messaging.client.id``,
 and per partition ``messaging.destination.name`` (the topic) and
-``messaging.destination.partition.id``, as OpenTelemetry's messaging conventions name them.
+``messaging.destination.partition.id``, as OpenTelemetry's messaging conventions name them;
+per broker (``kafka.consumer.node.records-fetched-total``: which broker served the records,
+KIP-392) ``kafka.node.id``, the broker id (the conventions name no broker attribute: this one
+sits beside their ``kafka.cluster.id``).
 Averages and maxima with nothing observed yet are not reported (Java reports ``NaN``).
 """
 
@@ -26,7 +29,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from aiogroup.observability.exporters import EXPORTED, Members, MetricInfo, partition_values
+from aiogroup.observability.exporters import EXPORTED, Members, MetricInfo, scoped_values
 from aiogroup.observability.metrics import MetricsSource
 
 __all__ = [
@@ -39,6 +42,13 @@ __all__ = [
 
 #: The prefix of the ``consumer-coordinator-metrics`` group's instruments.
 PREFIX = "kafka.consumer.coordinator."
+
+#: Java's tags (:func:`~aiogroup.observability.exporters.scoped_values`) as attributes.
+_ATTRIBUTES = {
+    "topic": "messaging.destination.name",
+    "partition": "messaging.destination.partition.id",
+    "node-id": "kafka.node.id",
+}
 
 
 def instrument_name(info: MetricInfo) -> str:
@@ -69,8 +79,6 @@ class KafkaConsumerInstruments(Members):
     def _callback(self, info: MetricInfo) -> Callable[[Any], Iterable[Any]]:
         from opentelemetry.metrics import Observation
 
-        name = info.name
-
         def observe(options: Any) -> Iterable[Any]:
             out = []
             for member in self.members():
@@ -79,18 +87,10 @@ class KafkaConsumerInstruments(Members):
                     "messaging.consumer.group.name": member.group_id or "",
                     "messaging.client.id": member.client_id,
                 }
-                if info.scope == "partition":
-                    for tp, got in partition_values(member, name):
-                        if not math.isnan(got):
-                            where = {
-                                "messaging.destination.name": tp.topic,
-                                "messaging.destination.partition.id": str(tp.partition),
-                            }
-                            out.append(Observation(got, {**attributes, **where}))
-                    continue
-                value = member.metrics.get(name)
-                if value is not None and not math.isnan(value):
-                    out.append(Observation(value, attributes))
+                for tags, value in scoped_values(member, info):
+                    if not math.isnan(value):
+                        where = {_ATTRIBUTES[tag]: got for tag, got in tags.items()}
+                        out.append(Observation(value, {**attributes, **where}))
             return out
 
         return observe

@@ -19,7 +19,9 @@ dashboard built for Java consumers reads these too): ``kafka_`` + the group with
 ``kafka_consumer_fetch_manager_records_lag``, ``last-poll-seconds-ago`` of ``consumer-metrics``
 ``kafka_consumer_last_poll_seconds_ago``; counters (Java's ``*-total``) are Prometheus counters
 ending in ``_total``. Labels: ``client_id`` (Java's ``client-id`` tag) and ``group_id``, and for
-per-partition metrics ``topic`` (dots as underscores, as Java tags it) and ``partition``. Values
+per-partition metrics ``topic`` (dots as underscores, as Java tags it) and ``partition``, for
+per-broker ones (``consumer-node-metrics``: ``kafka_consumer_node_records_fetched_total``, which
+broker served the records, KIP-392) ``node_id`` (the broker id). Values
 are Java's units (latencies in milliseconds); an average or maximum with nothing observed yet is
 ``NaN``, as in Java. A metric no registered source has (a member's fetch metrics) is left out.
 """
@@ -34,7 +36,8 @@ from aiogroup.observability.exporters import (
     EXPORTED,
     Members,
     MetricInfo,
-    partition_values,
+    Scope,
+    scoped_values,
     topic_tag,
 )
 from aiogroup.observability.metrics import MetricsSource
@@ -61,6 +64,13 @@ def prometheus_name(info: MetricInfo) -> str:
     return f"kafka_{group}_{name}".replace("-", "_")
 
 
+#: The labels beyond ``client_id`` and ``group_id``, per scope, in :func:`scoped_values`'s
+#: order of tags (Java's tag names, as Micrometer writes them).
+_LABELS: dict[Scope, list[str]] = {
+    "client": [], "partition": ["topic", "partition"], "node": ["node_id"],
+}  # fmt: skip
+
+
 class KafkaConsumerCollector(Members):
     """Collects ``source.metrics`` (and a consumer's ``partition_metrics``) of every member or
     consumer added, at each scrape."""
@@ -72,16 +82,12 @@ class KafkaConsumerCollector(Members):
     def collect(self) -> Iterator[Any]:
         families = self._families()
         for source in self.members():
-            snapshot = source.metrics
             labels = [source.client_id, source.group_id or ""]
             for info, family in families.items():
-                if info.scope == "partition":
-                    for tp, got in partition_values(source, info.name):
-                        family.add_metric([*labels, topic_tag(tp.topic), str(tp.partition)], got)
-                    continue
-                value = snapshot.get(info.name)
-                if value is not None:
-                    family.add_metric(labels, value)
+                for tags, value in scoped_values(source, info):
+                    if "topic" in tags:
+                        tags["topic"] = topic_tag(tags["topic"])
+                    family.add_metric([*labels, *tags.values()], value)
         yield from (family for family in families.values() if family.samples)
 
     def _families(self) -> dict[MetricInfo, Any]:
@@ -93,8 +99,7 @@ class KafkaConsumerCollector(Members):
             help_text = f"{info.description} (Java: {info.name}{unit})"
             kind = CounterMetricFamily if info.kind == "counter" else GaugeMetricFamily
             labels = ["client_id", "group_id"]
-            if info.scope == "partition":
-                labels += ["topic", "partition"]
+            labels += _LABELS[info.scope]
             families[info] = kind(prometheus_name(info), help_text, labels=labels)
         return families
 
