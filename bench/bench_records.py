@@ -225,7 +225,11 @@ async def consume(logs: dict[int, PartitionLog], batch: int, size: int) -> dict[
         wall = time.perf_counter()
         cpu = time.process_time()
         while got < expected:
-            out = await consumer.getmany(timeout_ms=1000, max_records=batch)
+            if batch:
+                out = await consumer.getmany(timeout_ms=1000, max_records=batch)
+            else:  # getone(), as ``async for`` calls it
+                record = await consumer.getone()
+                out = {TopicPartition(record.topic, record.partition): [record]}
             for tp, records in out.items():
                 p = tp.partition
                 n = next_offset[p]
@@ -320,7 +324,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--batch", type=int, default=500, help="getmany's max_records")
+    parser.add_argument("--batch", type=int, default=500,
+                        help="getmany's max_records; 0: getone() (async for) per record")
     parser.add_argument("--batch-records", type=int, default=4096, help="records per batch")
     parser.add_argument("--compression", choices=sorted(CODECS), default="none")
     parser.add_argument("--repeat", type=int, default=5)

@@ -12,6 +12,13 @@ before importing a ``pytest_plugins`` entry: a project that still lists
 ``pytest_plugins = ["aiogroup.testing.fixtures"]`` gets the same plugin once, not twice.
 Disable the plugin with ``-p no:aiogroup``.
 
+**SIGTERM ends the run as Ctrl-C does.** pytest runs no teardown when the process is killed
+by SIGTERM (a CI job cancelled, ``timeout``, ``kill``): the session's brokers (Kafka JVMs,
+Tansu) would outlive it. The plugin turns SIGTERM into a :class:`KeyboardInterrupt` (pytest's
+own interruption), so the fixtures stop what they started, by pid, before pytest exits. It
+does so only where SIGTERM has its default action and in the main thread; a project that
+handles SIGTERM itself keeps its handler.
+
 kafka-python 3 (aiogroup's wire schemas) loads each message schema with a deprecated
 ``importlib.resources`` call; the plugin hides those two DeprecationWarnings (about 200 per
 run) and nothing else. A ``-W`` option or the project's own ``filterwarnings`` still decide.
@@ -20,7 +27,10 @@ run) and nothing else. A ``-W`` option or the project's own ``filterwarnings`` s
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import warnings
+from types import FrameType
 
 import pytest
 
@@ -31,6 +41,7 @@ __all__ = [
     "pytest_addoption",
     "pytest_collection_modifyitems",
     "pytest_configure",
+    "pytest_unconfigure",
 ]
 
 #: Markers carried by the ``kafka_broker`` fixture's parameters.
@@ -77,6 +88,26 @@ def pytest_configure(config: pytest.Config) -> None:
     # Added first, so filters the project configures itself come later and take precedence.
     user_filters = list(config.getini("filterwarnings"))
     config.getini("filterwarnings")[:] = [*WARNING_FILTERS, *user_filters]
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    ):
+        signal.signal(signal.SIGTERM, _interrupt)
+        config.stash[_HANDLER] = True
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(_HANDLER, False) and signal.getsignal(signal.SIGTERM) is _interrupt:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+_HANDLER = pytest.StashKey[bool]()
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM: interrupt the run as Ctrl-C does, so the fixtures' teardown runs."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
+    raise KeyboardInterrupt(f"signal {signum} (SIGTERM): stopping, tearing the fixtures down")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -96,3 +96,64 @@ def test_the_plugin_can_be_switched_off(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "-p", "no:aiogroup")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*fixture 'threaded_broker' not found*"])
+
+
+#: A project whose session fixture starts a server process and stops it by pid at teardown,
+#: and whose test says READY, then waits (as a test stuck on a broker would).
+SIGTERM_PROJECT = '''
+import os, signal, subprocess, sys, threading
+import pytest
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            stdin=subprocess.PIPE)
+    yield proc
+    proc.kill()  # ours, by pid
+    proc.wait()
+    with open(os.environ["TORN_DOWN"], "w") as f:
+        f.write(str(proc.pid))
+
+def test_stuck(server):
+    print("READY", server.pid, flush=True)
+    threading.Event().wait(600)
+'''
+
+
+def test_sigterm_tears_the_session_fixtures_down(pytester: pytest.Pytester) -> None:
+    """A run killed with SIGTERM stops what its fixtures started (pytest alone does not)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    pytester.makeini(INI.format(extra=""))
+    pytester.makepyfile(test_stuck=SIGTERM_PROJECT)
+    marker = pytester.path / "torn-down"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-q", "-p",
+         "no:randomly", "-p", "no:xdist", "test_stuck.py"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "TORN_DOWN": str(marker)},
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:  # blocks until the test runs
+            lines.append(line)
+            if line.startswith("READY"):
+                break
+        else:
+            raise AssertionError("".join(lines))
+        server_pid = int(line.split()[1])
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.stdout.read()
+        code = proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert marker.read_text() == str(server_pid), rest
+    assert not Path(f"/proc/{server_pid}").exists()
+    assert code == 2, rest  # pytest's "interrupted"
+    assert "KeyboardInterrupt" in rest and "SIGTERM" in rest, rest
