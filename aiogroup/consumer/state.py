@@ -408,6 +408,8 @@ class ConsumerState:
             st = self._partitions.pop(tp, None)
             self.replicas.clear(tp)
             self._due.pop(tp, None)
+            for parked in self._parked.values():
+                parked.pop(tp, None)
             if st is not None:
                 self._drop(st)
                 self._ready.pop(tp, None)
@@ -645,7 +647,10 @@ class ConsumerState:
         self._due = due
         wanted: dict[int, dict[TopicPartition, PartitionFetch]] = {}
         versions: dict[int, dict[TopicPartition, int]] = {}
+        partitions = self._partitions
         for st in states:
+            if partitions.get(st.tp) is not st:
+                continue  # removed since
             self._waiting(st, now)
             if not self._fetchable(st):
                 continue
