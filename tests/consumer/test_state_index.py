@@ -114,8 +114,12 @@ def step(
         s.on_committed({p: 0 for p in s.take_committed_lookups(now)})
     elif kind == 8:
         s.remove([tp])
-    elif kind == 9:
-        s.on_metadata(VIEW)
+    elif kind == 9:  # leaders move, or are not known for a while
+        s.on_metadata(
+            {p: (rng.randrange(1, 4), 5) for p in PARTS if rng.random() < 0.9}
+            if rng.random() < 0.5
+            else VIEW
+        )
     elif kind == 10 and plans:  # a Fetch lost
         plan = plans.pop(rng.choice(sorted(plans)))
         s.on_fetch_failed(plan, now, "lost")
@@ -224,3 +228,15 @@ def test_an_empty_answer_still_lets_every_partition_be_fetched_again() -> None:
     for plan in plans:
         s.on_fetch_response(plan, FetchedResponse(0, 0, []), 0.0)
     assert {tp for p in s.plan(0.0) for tp in p.session.fetching} == set(PARTS)
+
+
+def test_an_error_outlives_a_stop_and_add_as_before() -> None:
+    a, b = PARTS[:2]
+    s = ready([a, b])
+    (plan,) = s.plan(0.0)
+    answer(s, plan, {a: 29})  # TOPIC_AUTHORIZATION_FAILED: for the application
+    assert s.has_records({a}) and not s.has_records({b})
+    s.stop([a])
+    assert not s.has_records()
+    s.add([a])
+    assert s.has_records({a}) == has_records(s, {a}) is True
