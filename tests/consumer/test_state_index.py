@@ -240,3 +240,18 @@ def test_an_error_outlives_a_stop_and_add_as_before() -> None:
     assert not s.has_records()
     s.add([a])
     assert s.has_records({a}) == has_records(s, {a}) is True
+
+
+def test_a_partition_read_to_its_last_record_is_fetched_again_at_once() -> None:
+    config = FetchConfig(auto_offset_reset="earliest", max_buffered_responses=1)
+    s = ready(PARTS[:1], config=config)
+    (plan,) = s.plan(0.0)
+    tp = PARTS[0]
+    answer(s, plan, {tp: batch([b"v"] * 60, 0) + batch([b"v"] * 40, 60)})
+    assert [len(rs) for rs in s.collect(100, 0.0).values()] == [100]
+    # Its answer is known read to the end by this call, not by the next one (issue 29: a
+    # partition read to exactly max_records held its bytes and its room until then).
+    assert not s.has_records()
+    assert s.buffered_bytes == 0
+    (plan,) = s.plan(0.0)
+    assert plan.session.fetching[tp].fetch_offset == 100
