@@ -25,7 +25,8 @@ a partition is fetched when it has a position, is neither paused nor stopped, ha
 buffered (as Java's and aiokafka's), and the whole buffer is below ``fetch_max_bytes``; each
 request asks for what is left of it. The buffer therefore holds at most ``fetch_max_bytes`` per
 broker with a request in flight (plus the one batch per answer KIP-74 sends whole), however long
-the application stops reading.
+the application stops reading. A plan looks only at the partitions a change may have made
+fetchable, and reads only at those holding records (issue 29: 1,000 partitions).
 """
 
 from __future__ import annotations
