@@ -31,14 +31,12 @@ fetchable, and reads only at those holding records (issue 29: 1,000 partitions).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import deque
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from aiogroup.config import DEFAULTS, ConsumerConfig, IsolationLevel, ResetPolicy, check_values
 from aiogroup.consumer.errors import (
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
@@ -53,7 +51,12 @@ from aiogroup.consumer.fetch_errors import (
 )
 from aiogroup.consumer.fetch_errors import error_words as _error_words
 from aiogroup.consumer.fetch_session import FetchSession, PartitionFetch
-from aiogroup.consumer.fetch_types import FetchedPartition, FetchedResponse, FetchPlan
+from aiogroup.consumer.fetch_types import (
+    FetchConfig,
+    FetchedPartition,
+    FetchedResponse,
+    FetchPlan,
+)
 from aiogroup.consumer.records import (
     ConsumerRecord,
     Deserializer,
@@ -86,54 +89,6 @@ LATEST = -1
 #: Reads of fewer records than this stay on the partition being read.
 _STICKY_BELOW = 64
 _Reset = Literal["committed", "earliest", "latest", "none"] | int
-
-@dataclass(frozen=True, slots=True)
-class FetchConfig:
-    """Fetch settings, with Java's names and defaults (milliseconds and bytes)."""
-
-    fetch_max_bytes: int = DEFAULTS.fetch_max_bytes
-    max_partition_fetch_bytes: int = DEFAULTS.max_partition_fetch_bytes
-    fetch_min_bytes: int = DEFAULTS.fetch_min_bytes
-    fetch_max_wait_ms: int = DEFAULTS.fetch_max_wait_ms
-    isolation_level: IsolationLevel = DEFAULTS.isolation_level
-    auto_offset_reset: ResetPolicy = DEFAULTS.auto_offset_reset
-    check_crcs: bool = DEFAULTS.check_crcs
-    retry_backoff_ms: int = DEFAULTS.retry_backoff_ms
-    #: How long a preferred read replica (KIP-392) is used before asking the leader again.
-    metadata_max_age_ms: int = DEFAULTS.metadata_max_age_ms
-    #: Responses a partition may have buffered and still be fetched again. A second one is
-    #: fetched only while the first is small (see :meth:`ConsumerState.has_room`): a partition
-    #: behind holds one full response (a second full one held as much again in memory and
-    #: read no faster, issue 29), a partition that keeps up stays in the long poll.
-    max_buffered_responses: int = 2
-
-    def __post_init__(self) -> None:
-        # Checked by the one table that defines these options (aiogroup.config).
-        check_values(
-            {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        )
-        if self.max_buffered_responses < 1:
-            raise ConfigurationError("max_buffered_responses must be >= 1")
-
-    @classmethod
-    def of(cls, config: ConsumerConfig) -> FetchConfig:
-        """The fetch settings of a consumer's (already checked) options."""
-        return cls(
-            fetch_max_bytes=config.fetch_max_bytes,
-            max_partition_fetch_bytes=config.max_partition_fetch_bytes,
-            fetch_min_bytes=config.fetch_min_bytes,
-            fetch_max_wait_ms=config.fetch_max_wait_ms,
-            isolation_level=config.isolation_level,
-            auto_offset_reset=config.auto_offset_reset,
-            check_crcs=config.check_crcs,
-            retry_backoff_ms=config.retry_backoff_ms,
-            metadata_max_age_ms=config.metadata_max_age_ms,
-        )
-
-    @property
-    def read_committed(self) -> bool:
-        return self.isolation_level == "read_committed"
-
 
 @dataclass(slots=True)
 class PartitionState:
@@ -191,6 +146,10 @@ class ConsumerState:
         #: The partitions holding records or an error for the application, not stopped, in
         #: the order they are read: one read and not finished goes to the back (round robin).
         self._ready: dict[TopicPartition, PartitionState] = {}
+        #: Partitions that may have no position, or a backoff (``retry_at``) set: the driver's
+        #: every step looks at these, not at every partition (pruned as they are looked at).
+        self._unpositioned: dict[TopicPartition, PartitionState] = {}
+        self._retrying: dict[TopicPartition, PartitionState] = {}
         self._current: PartitionState | None = None
         self._deferred: tuple[TopicPartition, int, AiogroupError] | None = None
         self.buffered_bytes = 0
@@ -273,11 +232,35 @@ class ConsumerState:
         took its partition, or something else holds it (a Fetch in flight, a full buffer) whose
         end wakes the driver by itself. (A passed one kept the driver waking every
         millisecond: ``retry_at`` stays set after the refetch.)"""
-        times = [st.retry_at for st in self._partitions.values() if st.retry_at is not None]
+        partitions = self._partitions
+        self._retrying = retrying = {
+            tp: st
+            for tp, st in self._retrying.items()
+            if st.retry_at is not None
+            and partitions.get(tp) is st
+            and (now is None or st.retry_at > now)
+        }
+        times = [st.retry_at for st in retrying.values() if st.retry_at is not None]
         times.extend(self._node_retry.values())
         if now is not None:
             times = [t for t in times if t > now]
         return min(times) if times else None
+
+    def _backoff(self, st: PartitionState, until: float) -> None:
+        st.retry_at = until
+        self._retrying[st.tp] = st
+
+    def _to_position(self) -> list[PartitionState]:
+        """The partitions without a position (those that found one, or left, are dropped)."""
+        partitions = self._partitions
+        out = [
+            st
+            for tp, st in self._unpositioned.items()
+            if st.reset is not None and partitions.get(tp) is st
+        ]
+        if len(out) < len(self._unpositioned):
+            self._unpositioned = {st.tp: st for st in out}
+        return out
 
     def has_records(self, allowed: Collection[TopicPartition] | None = None) -> bool:
         """Anything the application could be given now (records or an error to raise)."""
@@ -376,12 +359,13 @@ class ConsumerState:
             st = self._partitions.get(tp)
             if st is None:
                 self._partitions[tp] = st = PartitionState(tp)
-                self._due[tp] = st
+                self._due[tp] = self._unpositioned[tp] = st
                 added.append(tp)
             elif st.stopped:
                 self._drop(st)
                 st.stopped = False
                 st.reset = "committed"
+                self._unpositioned[tp] = st
                 st.position = st.fetch_offset = None
                 st.version += 1
                 self._mark(st)
@@ -438,6 +422,7 @@ class ConsumerState:
         self._restart(st)
         st.position = st.fetch_offset = None
         st.reset = how
+        self._unpositioned[tp] = st
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
@@ -481,7 +466,7 @@ class ConsumerState:
     def take_committed_lookups(self, now: float) -> list[TopicPartition]:
         """Partitions whose committed offset must be fetched now (marked in flight)."""
         out = []
-        for st in self._partitions.values():
+        for st in self._to_position():
             if st.reset != "committed" or st.lookup_in_flight or st.stopped:
                 continue
             if st.retry_at is not None and now < st.retry_at:
@@ -513,12 +498,13 @@ class ConsumerState:
             st = self._partitions.get(tp)
             if st is not None and st.lookup_in_flight:
                 st.lookup_in_flight = False
-                st.retry_at = now + self.config.retry_backoff_ms / 1000
+                self._backoff(st, now + self.config.retry_backoff_ms / 1000)
                 st.stall_reason = f"its committed offset could not be looked up: {reason}"
 
     def _apply_policy(self, st: PartitionState, out_of_range: int | None) -> None:
         policy = self.config.auto_offset_reset
         st.position = st.fetch_offset = None
+        self._unpositioned[st.tp] = st
         if policy == "none":
             st.reset = "none"
             if out_of_range is not None:
@@ -536,7 +522,7 @@ class ConsumerState:
     def take_resets(self, now: float) -> dict[int, dict[TopicPartition, int]]:
         """ListOffsets to send now: ``{leader node: {tp: timestamp}}`` (marked in flight)."""
         out: dict[int, dict[TopicPartition, int]] = {}
-        for st in self._partitions.values():
+        for st in self._to_position():
             reset = st.reset
             if reset in (None, "committed", "none") or st.lookup_in_flight or st.stopped:
                 continue
@@ -576,7 +562,7 @@ class ConsumerState:
             if st is None or not st.lookup_in_flight:
                 continue
             st.lookup_in_flight = False
-            st.retry_at = now + self.config.retry_backoff_ms / 1000
+            self._backoff(st, now + self.config.retry_backoff_ms / 1000)
             st.stall_reason = f"ListOffsets for its position failed: {_error_words(code)}"
             if code in LEADER_ERRORS:
                 self._leaders.pop(tp, None)
@@ -784,7 +770,7 @@ class ConsumerState:
             elif code == OFFSET_OUT_OF_RANGE:
                 if st.buffer:
                     # Deliver what is buffered first; the position check happens on refetch.
-                    st.retry_at = now + backoff
+                    self._backoff(st, now + backoff)
                     continue
                 log.info("%s: offset %s out of range: auto_offset_reset", tp, sent.fetch_offset)
                 st.version += 1
@@ -793,14 +779,14 @@ class ConsumerState:
                 self.replicas.clear(tp)
                 self._leaders.pop(tp, None)
                 self.metadata_needed = True
-                st.retry_at = now + backoff
+                self._backoff(st, now + backoff)
                 st.stall_reason = f"Fetch answered {_error_words(code)}"
             elif code == TOPIC_AUTHORIZATION_FAILED:
                 st.error = TopicAuthorizationFailedError(f"not authorized to read {tp}")
                 self._mark(st)
             else:
                 log.info("Fetch of %s failed with error %s (%s)", tp, code, _error_words(code))
-                st.retry_at = now + backoff
+                self._backoff(st, now + backoff)
                 st.stall_reason = f"Fetch answered {_error_words(code)}"
         if len(response.partitions) < len(fetching):
             # An incremental session (KIP-227) leaves out the partitions with no news: no
@@ -949,7 +935,7 @@ class ConsumerState:
                 # be returned without skipping it: refetch from the position after the backoff.
                 self._drop(st)
                 st.version += 1
-                st.retry_at = now + self.config.retry_backoff_ms / 1000
+                self._backoff(st, now + self.config.retry_backoff_ms / 1000)
             failed = (st, exc)
         self._current = st if st.buffer and failed is None else None
         if out:

@@ -14,7 +14,13 @@ import random
 
 import pytest
 
-from aiogroup.consumer.state import ConsumerState, FetchConfig, FetchedResponse, FetchPlan
+from aiogroup.consumer.state import (
+    ConsumerState,
+    FetchConfig,
+    FetchedResponse,
+    FetchPlan,
+    PartitionState,
+)
 from aiogroup.errors import AiogroupError
 from aiogroup.protocol.types import TopicPartition
 
@@ -78,7 +84,7 @@ def step(
     """One random thing happening to ``s``."""
     tp = rng.choice(PARTS)
     st = s.get(tp)
-    kind = rng.randrange(11)
+    kind = rng.randrange(12)
     if kind <= 2 and plans:  # a Fetch answered: records for some of its partitions
         plan = plans.pop(rng.choice(sorted(plans)))
         parts: dict[TopicPartition, bytes | int] = {}
@@ -120,10 +126,42 @@ def step(
             if rng.random() < 0.5
             else VIEW
         )
+    elif kind == 11 and st is not None and not st.stopped:
+        s.request_reset(tp, rng.choice(["earliest", "latest", "committed", 1_000]))
     elif kind == 10 and plans:  # a Fetch lost
         plan = plans.pop(rng.choice(sorted(plans)))
         s.on_fetch_failed(plan, now, "lost")
         node_retry[plan.node_id] = now + s.config.retry_backoff_ms / 1000
+
+
+def positions(
+    s: ConsumerState, rng: random.Random, node_retry: dict[int, float], now: float
+) -> None:
+    """The driver's step before its plan: lookups, resets and its next deadline, each checked
+    against a walk over every partition, then answered (some with errors)."""
+    states = [st for tp in s.assigned if (st := s.get(tp)) is not None]
+
+    def free(st: PartitionState) -> bool:
+        waiting = st.retry_at is not None and now < st.retry_at
+        return not st.lookup_in_flight and not st.stopped and not waiting
+
+    times = [st.retry_at for st in states if st.retry_at is not None and st.retry_at > now]
+    times += [t for t in node_retry.values() if t > now]
+    assert s.next_deadline(now) == (min(times) if times else None)
+    lookups = sorted(st.tp for st in states if st.reset == "committed" and free(st))
+    assert s.take_committed_lookups(now) == lookups
+    found = {tp: rng.choice([None, 0, 3]) for tp in lookups if rng.random() < 0.8}
+    s.on_committed(found)
+    s.lookup_failed([tp for tp in lookups if tp not in found], now)
+    resets = {
+        st.tp
+        for st in states
+        if st.reset not in (None, "committed", "none") and free(st) and s.leader(st.tp)
+    }
+    asked = {tp for per_node in s.take_resets(now).values() for tp in per_node}
+    assert asked == resets
+    answered = {tp: rng.randrange(0, 9) for tp in asked if rng.random() < 0.8}
+    s.on_reset_offsets(answered, {tp: 6 for tp in asked if tp not in answered}, now)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -145,6 +183,7 @@ def test_plans_and_records_match_a_walk_over_every_partition(seed: int) -> None:
         allowed = set(rng.sample(PARTS, rng.randrange(len(PARTS) + 1)))
         assert s.has_records(allowed) == has_records(s, allowed)
         assert s.has_records() == has_records(s, None)
+        positions(s, rng, node_retry, now)
         expected = fetchable(s, set(plans), node_retry, now)
         for plan in s.plan(now):
             assert plan.node_id not in plans
