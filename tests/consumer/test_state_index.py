@@ -97,6 +97,8 @@ def step(
                 parts[p] = 6  # NOT_LEADER_OR_FOLLOWER: a backoff and metadata
             elif roll < 0.68:
                 parts[p] = 29  # TOPIC_AUTHORIZATION_FAILED: an error for the application
+            elif roll < 0.71:
+                parts[p] = 1  # OFFSET_OUT_OF_RANGE: auto_offset_reset
         answer(s, plan, parts, now)
     elif kind == 3:
         with contextlib.suppress(AiogroupError):  # a partition's error, raised
