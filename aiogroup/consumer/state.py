@@ -139,7 +139,7 @@ class ConsumerState:
         #: The partitions :meth:`plan` looks at (issue 29: not every partition per plan):
         #: each change that can make one fetchable puts it in ``_due``; one that waits for a
         #: busy node is parked under it until that node's request ends or its backoff does.
-        #: ``_scan``: look at every partition (after metadata, or a full buffer).
+        #: ``_scan``: look at every partition (after new metadata).
         self._due: dict[TopicPartition, PartitionState] = {}
         self._parked: dict[int, dict[TopicPartition, PartitionState]] = {}
         self._scan = True
@@ -610,8 +610,7 @@ class ConsumerState:
         """The Fetch requests to send now, at most one per leader."""
         cfg = self.config
         if self.buffered_bytes >= cfg.fetch_max_bytes:
-            self._scan = True  # below it again, every partition wants records again
-            return []
+            return []  # what is due stays due (a full buffer changes no partition's state)
         parked = self._parked
         for node in [n for n in parked if n not in self._in_flight]:
             if self._node_retry.get(node, now) <= now:
