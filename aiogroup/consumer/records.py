@@ -254,11 +254,15 @@ class PartitionRecords:
                 ended = self._convert_deserialized(
                     out, limit - len(out), key_deserializer, value_deserializer
                 )
-            if ended:
-                # The batch is done: step over what compaction removed from its end.
+            if ended or self.position >= self._pending_end:
+                # The batch is done (read to its last offset: known now, not by the next call,
+                # which a partition read to exactly ``max_records`` waited for, holding its
+                # bytes, issue 29): step over what compaction removed from its end.
                 self._iter = None
                 if self._pending_end > self.position:
                     self.position = self._pending_end
+                if not self._batches.has_next():
+                    self.exhausted = True  # the last batch
 
     @property
     def has_pending(self) -> bool:

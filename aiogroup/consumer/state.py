@@ -25,19 +25,18 @@ a partition is fetched when it has a position, is neither paused nor stopped, ha
 buffered (as Java's and aiokafka's), and the whole buffer is below ``fetch_max_bytes``; each
 request asks for what is left of it. The buffer therefore holds at most ``fetch_max_bytes`` per
 broker with a request in flight (plus the one batch per answer KIP-74 sends whole), however long
-the application stops reading.
+the application stops reading. A plan looks only at the partitions a change may have made
+fetchable, and reads only at those holding records (issue 29: 1,000 partitions).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from aiogroup.config import DEFAULTS, ConsumerConfig, IsolationLevel, ResetPolicy, check_values
 from aiogroup.consumer.errors import (
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
@@ -45,7 +44,19 @@ from aiogroup.consumer.errors import (
     RecordError,
     TopicAuthorizationFailedError,
 )
-from aiogroup.consumer.fetch_session import FetchSession, PartitionFetch, SessionRequest
+from aiogroup.consumer.fetch_errors import (
+    LEADER_ERRORS,
+    OFFSET_OUT_OF_RANGE,
+    TOPIC_AUTHORIZATION_FAILED,
+)
+from aiogroup.consumer.fetch_errors import error_words as _error_words
+from aiogroup.consumer.fetch_session import FetchSession, PartitionFetch
+from aiogroup.consumer.fetch_types import (
+    FetchConfig,
+    FetchedPartition,
+    FetchedResponse,
+    FetchPlan,
+)
 from aiogroup.consumer.records import (
     ConsumerRecord,
     Deserializer,
@@ -79,81 +90,6 @@ LATEST = -1
 _STICKY_BELOW = 64
 _Reset = Literal["committed", "earliest", "latest", "none"] | int
 
-# Partition errors that mean "ask the metadata who leads this partition now".
-UNKNOWN_TOPIC_OR_PARTITION = 3
-LEADER_NOT_AVAILABLE = 5
-NOT_LEADER_OR_FOLLOWER = 6
-REPLICA_NOT_AVAILABLE = 9
-KAFKA_STORAGE_ERROR = 56
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-OFFSET_NOT_AVAILABLE = 78
-UNKNOWN_TOPIC_ID = 100
-OFFSET_OUT_OF_RANGE = 1
-TOPIC_AUTHORIZATION_FAILED = 29
-LEADER_ERRORS = frozenset(
-    {
-        UNKNOWN_TOPIC_OR_PARTITION,
-        LEADER_NOT_AVAILABLE,
-        NOT_LEADER_OR_FOLLOWER,
-        REPLICA_NOT_AVAILABLE,
-        KAFKA_STORAGE_ERROR,
-        FENCED_LEADER_EPOCH,
-        UNKNOWN_LEADER_EPOCH,
-        OFFSET_NOT_AVAILABLE,
-        UNKNOWN_TOPIC_ID,
-    }
-)
-
-
-@dataclass(frozen=True, slots=True)
-class FetchConfig:
-    """Fetch settings, with Java's names and defaults (milliseconds and bytes)."""
-
-    fetch_max_bytes: int = DEFAULTS.fetch_max_bytes
-    max_partition_fetch_bytes: int = DEFAULTS.max_partition_fetch_bytes
-    fetch_min_bytes: int = DEFAULTS.fetch_min_bytes
-    fetch_max_wait_ms: int = DEFAULTS.fetch_max_wait_ms
-    isolation_level: IsolationLevel = DEFAULTS.isolation_level
-    auto_offset_reset: ResetPolicy = DEFAULTS.auto_offset_reset
-    check_crcs: bool = DEFAULTS.check_crcs
-    retry_backoff_ms: int = DEFAULTS.retry_backoff_ms
-    #: How long a preferred read replica (KIP-392) is used before asking the leader again.
-    metadata_max_age_ms: int = DEFAULTS.metadata_max_age_ms
-    #: Responses a partition may have buffered and still be fetched again. A second one is
-    #: fetched only while the first is small (see :meth:`ConsumerState.has_room`): a partition
-    #: behind holds one full response (a second full one held as much again in memory and
-    #: read no faster, issue 29), a partition that keeps up stays in the long poll.
-    max_buffered_responses: int = 2
-
-    def __post_init__(self) -> None:
-        # Checked by the one table that defines these options (aiogroup.config).
-        check_values(
-            {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        )
-        if self.max_buffered_responses < 1:
-            raise ConfigurationError("max_buffered_responses must be >= 1")
-
-    @classmethod
-    def of(cls, config: ConsumerConfig) -> FetchConfig:
-        """The fetch settings of a consumer's (already checked) options."""
-        return cls(
-            fetch_max_bytes=config.fetch_max_bytes,
-            max_partition_fetch_bytes=config.max_partition_fetch_bytes,
-            fetch_min_bytes=config.fetch_min_bytes,
-            fetch_max_wait_ms=config.fetch_max_wait_ms,
-            isolation_level=config.isolation_level,
-            auto_offset_reset=config.auto_offset_reset,
-            check_crcs=config.check_crcs,
-            retry_backoff_ms=config.retry_backoff_ms,
-            metadata_max_age_ms=config.metadata_max_age_ms,
-        )
-
-    @property
-    def read_committed(self) -> bool:
-        return self.isolation_level == "read_committed"
-
-
 @dataclass(slots=True)
 class PartitionState:
     tp: TopicPartition
@@ -186,43 +122,6 @@ class PartitionState:
     stall_reason: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class FetchPlan:
-    """One Fetch request to send to ``node_id`` (the driver encodes it)."""
-
-    node_id: int
-    session: SessionRequest
-    versions: Mapping[TopicPartition, int]
-    max_bytes: int
-    min_bytes: int
-    max_wait_ms: int
-    isolation_level: int
-
-
-@dataclass(frozen=True, slots=True)
-class FetchedPartition:
-    """One partition of a Fetch response, as the driver decoded it."""
-
-    tp: TopicPartition
-    error_code: int
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    aborted_transactions: Sequence[tuple[int, int]] | None = None
-    records: bytes | None = None
-    #: KIP-392 (v11+): the replica to fetch this partition from next (-1: no advice).
-    preferred_read_replica: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class FetchedResponse:
-    """A Fetch response: top-level ``error_code`` and ``session_id`` (0 before v7)."""
-
-    error_code: int
-    session_id: int
-    partitions: Sequence[FetchedPartition]
-
-
 class ConsumerState:
     """Positions, leaders, fetch sessions and the buffer of one consumer (sans-I/O)."""
 
@@ -237,7 +136,20 @@ class ConsumerState:
         self._in_flight: dict[int, FetchPlan] = {}
         self._node_retry: dict[int, float] = {}
         self._rotation = 0
-        self._collect_rotation = 0
+        #: The partitions :meth:`plan` looks at (issue 29: not every partition per plan):
+        #: each change that can make one fetchable puts it in ``_due``; one that waits for a
+        #: busy node is parked under it until that node's request ends or its backoff does.
+        #: ``_scan``: look at every partition (after new metadata).
+        self._due: dict[TopicPartition, PartitionState] = {}
+        self._parked: dict[int, dict[TopicPartition, PartitionState]] = {}
+        self._scan = True
+        #: The partitions holding records or an error for the application, not stopped, in
+        #: the order they are read: one read and not finished goes to the back (round robin).
+        self._ready: dict[TopicPartition, PartitionState] = {}
+        #: Partitions that may have no position, or a backoff (``retry_at``) set: the driver's
+        #: every step looks at these, not at every partition (pruned as they are looked at).
+        self._unpositioned: dict[TopicPartition, PartitionState] = {}
+        self._retrying: dict[TopicPartition, PartitionState] = {}
         self._current: PartitionState | None = None
         self._deferred: tuple[TopicPartition, int, AiogroupError] | None = None
         self.buffered_bytes = 0
@@ -320,22 +232,54 @@ class ConsumerState:
         took its partition, or something else holds it (a Fetch in flight, a full buffer) whose
         end wakes the driver by itself. (A passed one kept the driver waking every
         millisecond: ``retry_at`` stays set after the refetch.)"""
-        times = [st.retry_at for st in self._partitions.values() if st.retry_at is not None]
+        partitions = self._partitions
+        self._retrying = retrying = {
+            tp: st
+            for tp, st in self._retrying.items()
+            if st.retry_at is not None
+            and partitions.get(tp) is st
+            and (now is None or st.retry_at > now)
+        }
+        times = [st.retry_at for st in retrying.values() if st.retry_at is not None]
         times.extend(self._node_retry.values())
         if now is not None:
             times = [t for t in times if t > now]
         return min(times) if times else None
 
+    def _backoff(self, st: PartitionState, until: float) -> None:
+        st.retry_at = until
+        self._retrying[st.tp] = st
+
+    def _to_position(self) -> list[PartitionState]:
+        """The partitions without a position (those that found one, or left, are dropped)."""
+        partitions = self._partitions
+        out = [
+            st
+            for tp, st in self._unpositioned.items()
+            if st.reset is not None and partitions.get(tp) is st
+        ]
+        if len(out) < len(self._unpositioned):
+            self._unpositioned = {st.tp: st for st in out}
+        return out
+
     def has_records(self, allowed: Collection[TopicPartition] | None = None) -> bool:
         """Anything the application could be given now (records or an error to raise)."""
         if self._deferred is not None:
             return True
-        for st in self._partitions.values():
-            if st.stopped or st.paused or (allowed is not None and st.tp not in allowed):
-                continue
-            if st.buffer or st.error is not None:
+        for st in self._ready.values():
+            if not st.paused and (allowed is None or st.tp in allowed):
                 return True
         return False
+
+    def _mark(self, st: PartitionState) -> None:
+        """``st`` changed: keep ``_ready`` exact (records or an error, not stopped) and have
+        the next plan look at it."""
+        if (st.buffer or st.error is not None) and not st.stopped:
+            if st.tp not in self._ready:
+                self._ready[st.tp] = st
+        else:
+            self._ready.pop(st.tp, None)
+        self._due[st.tp] = st
 
     def _wants_records(self, st: PartitionState) -> bool:
         """``st`` would be fetched if nothing were wrong (not paused, stopped, holding an error
@@ -414,14 +358,17 @@ class ConsumerState:
         for tp in partitions:
             st = self._partitions.get(tp)
             if st is None:
-                self._partitions[tp] = PartitionState(tp)
+                self._partitions[tp] = st = PartitionState(tp)
+                self._due[tp] = self._unpositioned[tp] = st
                 added.append(tp)
             elif st.stopped:
                 self._drop(st)
                 st.stopped = False
                 st.reset = "committed"
+                self._unpositioned[tp] = st
                 st.position = st.fetch_offset = None
                 st.version += 1
+                self._mark(st)
                 added.append(tp)
         if any(tp not in self._leaders for tp in added):
             self.metadata_needed = True
@@ -445,8 +392,12 @@ class ConsumerState:
         for tp in partitions:
             st = self._partitions.pop(tp, None)
             self.replicas.clear(tp)
+            self._due.pop(tp, None)
+            for parked in self._parked.values():
+                parked.pop(tp, None)
             if st is not None:
                 self._drop(st)
+                self._ready.pop(tp, None)
                 if self._deferred is not None and self._deferred[0] == tp:
                     self._deferred = None
 
@@ -471,6 +422,7 @@ class ConsumerState:
         self._restart(st)
         st.position = st.fetch_offset = None
         st.reset = how
+        self._unpositioned[tp] = st
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
@@ -481,6 +433,7 @@ class ConsumerState:
             st = self._partitions.get(tp)
             if st is not None:
                 st.paused = False
+                self._due[tp] = st
 
     def _require(self, tp: TopicPartition, *, stopped: bool = False) -> PartitionState:
         st = self._partitions.get(tp)
@@ -489,9 +442,9 @@ class ConsumerState:
         return st
 
     def _restart(self, st: PartitionState) -> None:
+        st.error = None
         self._drop(st)
         st.version += 1
-        st.error = None
         st.retry_at = None
         st.lookup_in_flight = False
         if self._deferred is not None and self._deferred[0] == st.tp:
@@ -506,13 +459,14 @@ class ConsumerState:
         st.blocked = False
         if st.fetch_offset is not None and st.position is not None:
             st.fetch_offset = st.position
+        self._mark(st)
 
     # -- position lookups ---------------------------------------------------------------------
 
     def take_committed_lookups(self, now: float) -> list[TopicPartition]:
         """Partitions whose committed offset must be fetched now (marked in flight)."""
         out = []
-        for st in self._partitions.values():
+        for st in self._to_position():
             if st.reset != "committed" or st.lookup_in_flight or st.stopped:
                 continue
             if st.retry_at is not None and now < st.retry_at:
@@ -535,6 +489,7 @@ class ConsumerState:
                 st.reset = None
             else:
                 self._apply_policy(st, None)
+            self._mark(st)
 
     def lookup_failed(
         self, partitions: Iterable[TopicPartition], now: float, reason: str = ""
@@ -543,12 +498,13 @@ class ConsumerState:
             st = self._partitions.get(tp)
             if st is not None and st.lookup_in_flight:
                 st.lookup_in_flight = False
-                st.retry_at = now + self.config.retry_backoff_ms / 1000
+                self._backoff(st, now + self.config.retry_backoff_ms / 1000)
                 st.stall_reason = f"its committed offset could not be looked up: {reason}"
 
     def _apply_policy(self, st: PartitionState, out_of_range: int | None) -> None:
         policy = self.config.auto_offset_reset
         st.position = st.fetch_offset = None
+        self._unpositioned[st.tp] = st
         if policy == "none":
             st.reset = "none"
             if out_of_range is not None:
@@ -559,13 +515,14 @@ class ConsumerState:
                 )
             else:
                 st.error = NoOffsetForPartitionError(st.tp)
+            self._mark(st)
         else:
             st.reset = policy
 
     def take_resets(self, now: float) -> dict[int, dict[TopicPartition, int]]:
         """ListOffsets to send now: ``{leader node: {tp: timestamp}}`` (marked in flight)."""
         out: dict[int, dict[TopicPartition, int]] = {}
-        for st in self._partitions.values():
+        for st in self._to_position():
             reset = st.reset
             if reset in (None, "committed", "none") or st.lookup_in_flight or st.stopped:
                 continue
@@ -599,18 +556,20 @@ class ConsumerState:
                 continue
             st.position = st.fetch_offset = offset
             st.reset = None
+            self._due[tp] = st
         for tp, code in errors.items():
             st = self._partitions.get(tp)
             if st is None or not st.lookup_in_flight:
                 continue
             st.lookup_in_flight = False
-            st.retry_at = now + self.config.retry_backoff_ms / 1000
+            self._backoff(st, now + self.config.retry_backoff_ms / 1000)
             st.stall_reason = f"ListOffsets for its position failed: {_error_words(code)}"
             if code in LEADER_ERRORS:
                 self._leaders.pop(tp, None)
                 self.metadata_needed = True
             elif code == TOPIC_AUTHORIZATION_FAILED:
                 st.error = TopicAuthorizationFailedError(f"not authorized to read {tp}")
+                self._mark(st)
             else:
                 log.info("ListOffsets for %s failed with error %s; retrying", tp, code)
 
@@ -629,11 +588,13 @@ class ConsumerState:
             if tp.topic in self.topics and tp not in leaders:
                 del self._leaders[tp]
         self._leaders.update(leaders)
+        self._scan = True  # leaders moved: every partition may go elsewhere now
         self.metadata_needed = any(tp not in self._leaders for tp in self._partitions)
 
     # -- fetching -----------------------------------------------------------------------------
 
-    def _fetchable(self, st: PartitionState, now: float) -> bool:
+    def _fetchable(self, st: PartitionState) -> bool:
+        """``st`` may be fetched once its backoff (``retry_at``) has ended."""
         return (
             st.reset is None
             and st.fetch_offset is not None
@@ -643,34 +604,55 @@ class ConsumerState:
             and st.error is None
             and st.fetching is None
             and self.has_room(st)
-            and (st.retry_at is None or now >= st.retry_at)
         )
 
     def plan(self, now: float) -> list[FetchPlan]:
         """The Fetch requests to send now, at most one per leader."""
         cfg = self.config
         if self.buffered_bytes >= cfg.fetch_max_bytes:
-            return []
-        states = list(self._partitions.values())
-        if not states:
-            return []
-        # Rotate the order so no partition is always first in line for the response's bytes.
-        self._rotation = (self._rotation + 1) % len(states)
-        states = states[self._rotation :] + states[: self._rotation]
+            return []  # what is due stays due (a full buffer changes no partition's state)
+        parked = self._parked
+        for node in [n for n in parked if n not in self._in_flight]:
+            if self._node_retry.get(node, now) <= now:
+                self._due.update(parked.pop(node))
+        if self._scan:
+            self._scan = False
+            parked.clear()
+            states = list(self._partitions.values())
+            if not states:
+                return []
+            # Rotate the order so no partition is always first in line for the answer's bytes.
+            self._rotation = (self._rotation + 1) % len(states)
+            states = states[self._rotation :] + states[: self._rotation]
+        else:
+            # Issue 29: only the partitions something happened to since the last plan (their
+            # buffer was read, their Fetch answered, a seek, a resume...) or still held back
+            # by a backoff or an unknown leader; the others cannot have become fetchable.
+            states = list(self._due.values())
+        due: dict[TopicPartition, PartitionState] = {}
+        self._due = due
         wanted: dict[int, dict[TopicPartition, PartitionFetch]] = {}
         versions: dict[int, dict[TopicPartition, int]] = {}
+        partitions = self._partitions
         for st in states:
+            if partitions.get(st.tp) is not st:
+                continue  # removed since
             self._waiting(st, now)
-            if not self._fetchable(st, now):
+            if not self._fetchable(st):
+                continue
+            if st.retry_at is not None and now < st.retry_at:
+                due[st.tp] = st
                 continue
             leader = self._leaders.get(st.tp)
             if leader is None:
                 self.metadata_needed = True
                 st.stall_reason = "its leader is not known (waiting for metadata)"
+                due[st.tp] = st
                 continue
             node = self.replicas.select(st.tp, leader[0], now, self._brokers)
             epoch = leader[1]
             if node in self._in_flight or self._node_retry.get(node, now) > now:
+                parked.setdefault(node, {})[st.tp] = st
                 continue
             assert st.fetch_offset is not None
             wanted.setdefault(node, {})[st.tp] = PartitionFetch(
@@ -703,6 +685,10 @@ class ConsumerState:
             st = self._partitions.get(tp)
             if st is not None and st.fetching == plan.node_id:
                 st.fetching = None
+                self._due[tp] = st
+        parked = self._parked.pop(plan.node_id, None)
+        if parked:
+            self._due.update(parked)
 
     def on_fetch_failed(self, plan: FetchPlan, now: float, reason: str = "") -> None:
         """The request failed in transport (connection lost, timeout, undecodable answer)."""
@@ -765,6 +751,8 @@ class ConsumerState:
                     check_crcs=cfg.check_crcs,
                 )
                 st.buffer.append(records)
+                if st.tp not in self._ready:
+                    self._ready[st.tp] = st
                 st.buffered += records.size
                 self.buffered_bytes += records.size
                 with_records += 1
@@ -781,7 +769,7 @@ class ConsumerState:
             elif code == OFFSET_OUT_OF_RANGE:
                 if st.buffer:
                     # Deliver what is buffered first; the position check happens on refetch.
-                    st.retry_at = now + backoff
+                    self._backoff(st, now + backoff)
                     continue
                 log.info("%s: offset %s out of range: auto_offset_reset", tp, sent.fetch_offset)
                 st.version += 1
@@ -790,13 +778,14 @@ class ConsumerState:
                 self.replicas.clear(tp)
                 self._leaders.pop(tp, None)
                 self.metadata_needed = True
-                st.retry_at = now + backoff
+                self._backoff(st, now + backoff)
                 st.stall_reason = f"Fetch answered {_error_words(code)}"
             elif code == TOPIC_AUTHORIZATION_FAILED:
                 st.error = TopicAuthorizationFailedError(f"not authorized to read {tp}")
+                self._mark(st)
             else:
                 log.info("Fetch of %s failed with error %s (%s)", tp, code, _error_words(code))
-                st.retry_at = now + backoff
+                self._backoff(st, now + backoff)
                 st.stall_reason = f"Fetch answered {_error_words(code)}"
         if len(response.partitions) < len(fetching):
             # An incremental session (KIP-227) leaves out the partitions with no news: no
@@ -883,18 +872,27 @@ class ConsumerState:
             remaining, failed = self._take(
                 current, result, remaining, now, key_deserializer, value_deserializer
             )
-        if remaining > 0 and failed is None:
-            states = list(self._partitions.values())
-            self._collect_rotation = (self._collect_rotation + 1) % max(1, len(states))
-            start = self._collect_rotation
-            for st in states[start:] + states[:start]:
-                if st is current or not self._eligible(st, allowed, partitions):
-                    continue
-                remaining, failed = self._take(
-                    st, result, remaining, now, key_deserializer, value_deserializer
-                )
-                if failed is not None or remaining <= 0:
-                    break
+        ready = self._ready
+        read = set() if current is None else {current.tp}
+        while remaining > 0 and failed is None:
+            # The first partition in line (issue 29: only those holding records are looked
+            # at); one read and not finished goes to the back of the line.
+            st = next(
+                (
+                    s
+                    for s in ready.values()
+                    if s.tp not in read and self._eligible(s, allowed, partitions)
+                ),
+                None,
+            )
+            if st is None:
+                break
+            read.add(st.tp)
+            remaining, failed = self._take(
+                st, result, remaining, now, key_deserializer, value_deserializer
+            )
+            if st.tp in ready:
+                ready[st.tp] = ready.pop(st.tp)
         if failed is not None:
             st, error = failed
             if result:
@@ -936,7 +934,7 @@ class ConsumerState:
                 # be returned without skipping it: refetch from the position after the backoff.
                 self._drop(st)
                 st.version += 1
-                st.retry_at = now + self.config.retry_backoff_ms / 1000
+                self._backoff(st, now + self.config.retry_backoff_ms / 1000)
             failed = (st, exc)
         self._current = st if st.buffer and failed is None else None
         if out:
@@ -965,35 +963,11 @@ class ConsumerState:
                 st.buffered -= records.size
                 self.buffered_bytes -= records.size
                 self.freed = True
+                self._due[st.tp] = st
                 if not buffer:
                     st.blocked = False
+                    self._mark(st)
                     if st.fetch_offset is not None and st.fetch_offset < st.position:
                         st.fetch_offset = st.position
             else:
                 break
-
-
-#: Kafka's names of the error codes this module handles (kafka-python's for the rest).
-_ERROR_NAMES = {
-    UNKNOWN_TOPIC_OR_PARTITION: "UNKNOWN_TOPIC_OR_PARTITION",
-    LEADER_NOT_AVAILABLE: "LEADER_NOT_AVAILABLE",
-    NOT_LEADER_OR_FOLLOWER: "NOT_LEADER_OR_FOLLOWER",
-    REPLICA_NOT_AVAILABLE: "REPLICA_NOT_AVAILABLE",
-    KAFKA_STORAGE_ERROR: "KAFKA_STORAGE_ERROR",
-    FENCED_LEADER_EPOCH: "FENCED_LEADER_EPOCH",
-    UNKNOWN_LEADER_EPOCH: "UNKNOWN_LEADER_EPOCH",
-    OFFSET_NOT_AVAILABLE: "OFFSET_NOT_AVAILABLE",
-    UNKNOWN_TOPIC_ID: "UNKNOWN_TOPIC_ID",
-    OFFSET_OUT_OF_RANGE: "OFFSET_OUT_OF_RANGE",
-    TOPIC_AUTHORIZATION_FAILED: "TOPIC_AUTHORIZATION_FAILED",
-}
-
-
-def _error_words(code: int) -> str:
-    """``NOT_LEADER_OR_FOLLOWER (error 6)``: a broker error code in Kafka's words."""
-    name = _ERROR_NAMES.get(code)
-    if name is None:
-        from kafka.errors import for_code
-
-        name = str(getattr(for_code(code), "message", "")) or "UNKNOWN"
-    return f"{name} (error {code})"
