@@ -135,9 +135,8 @@ def create_topic(broker: Any, bootstrap: str, topic: str, shape: Shape) -> None:
         return
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    futures = AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-        [NewTopic(topic, shape.partitions, 1, config=config)]
-    )
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the futures resolve
+    futures = admin.create_topics([NewTopic(topic, shape.partitions, 1, config=config)])
     for future in futures.values():
         future.result(120)
 

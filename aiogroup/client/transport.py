@@ -43,10 +43,7 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from kafka.protocol.metadata.find_coordinator import (
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-)
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from aiogroup.client.options import bootstrap_addresses
@@ -253,8 +250,10 @@ class PreparedRequest:
             raise LocalProtocolError(
                 f"cannot encode {type(message).__name__} v{version}: {exc!r}"
             ) from exc
-        # aiokafka decodes the body with ``request.RESPONSE_TYPE.decode(buffer)``.
-        self.RESPONSE_TYPE = self
+
+    # aiokafka decodes with ``request.RESPONSE_TYPE.decode(buffer)``: this request. A property,
+    # as ``self.RESPONSE_TYPE = self`` made every request a reference cycle: its decoded answer
+    RESPONSE_TYPE = property(lambda self: self)  # waited for the cyclic GC (issue 29: ~70 MB)
 
     def build_request_header(self, correlation_id: int, client_id: str) -> _Header:
         self._message.with_header(correlation_id=correlation_id, client_id=client_id)

@@ -58,8 +58,13 @@ def _skip_tags(data: bytes | memoryview, pos: int) -> int:
     return pos
 
 
-def decode_fetch_response(data: bytes, version: int, *, header: bool = True) -> FetchedResponse:
-    """``data``: the answer after its length prefix (with the response header if ``header``)."""
+def decode_fetch_response(
+    data: bytes | memoryview, version: int, *, header: bool = True
+) -> FetchedResponse:
+    """``data``: the answer after its length prefix (with the response header if ``header``);
+    read in place: only each partition's records are copied out."""
+    if not isinstance(data, memoryview):
+        data = memoryview(data)
     if not 4 <= version <= 12:
         raise ValueError(f"Fetch v{version} is not read here")
     flexible = version >= 12
@@ -95,7 +100,7 @@ def decode_fetch_response(data: bytes, version: int, *, header: bool = True) -> 
             pos += 2
         if length < 0 or pos + length > len(data):
             raise ValueError("topic name cut short or null")
-        topic = data[pos : pos + length].decode()
+        topic = str(data[pos : pos + length], "utf-8")
         pos += length
         if flexible:
             count, pos = _uvarint(data, pos)
@@ -135,7 +140,7 @@ def decode_fetch_response(data: bytes, version: int, *, header: bool = True) -> 
                 end = pos + size
                 if end > len(data):
                     raise ValueError("records cut short")
-                records = data[pos:end]
+                records = data[pos:end].tobytes()
                 pos = end
             if flexible:
                 pos = _skip_tags(data, pos)
@@ -181,4 +186,4 @@ class FetchResponseDecoder:
 
     @staticmethod
     def decode(data: Any, version: int, header: bool = True) -> FetchedResponse:
-        return decode_fetch_response(bytes(data), version, header=header)
+        return decode_fetch_response(data, version, header=header)
