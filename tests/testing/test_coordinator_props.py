@@ -290,10 +290,16 @@ class CoordinatorMachine(RuleBasedStateMachine):
             if group.state in (State.COMPLETING_REBALANCE, State.STABLE):
                 assert members and group.protocol_name is not None
                 # Every member supports the selected protocol; except that Kafka 2.3 let a
-                # static member restart in a Stable group with a protocol list that would
-                # change the vote, without a rebalance (rule "static-restart-protocol",
-                # KAFKA-10284 changed it in 2.8): the kafka2 flavour keeps that.
-                kept_by_2_3 = "static-restart-protocol" in coord.rule_hits.get(gid, set())
+                # static member restart with a protocol list that would change the vote,
+                # without a rebalance: in a Stable group (rule "static-restart-protocol",
+                # KAFKA-10284 changed it in 2.8) and in CompletingRebalance, where it even
+                # takes a list without the group's protocol (rule
+                # "static-restart-completing", KAFKA-9801 changed it in 2.6): the kafka2
+                # flavour keeps both.
+                hits = coord.rule_hits.get(gid, set())
+                kept_by_2_3 = "static-restart-protocol" in hits or (
+                    self.FLAVOUR == "kafka2" and "static-restart-completing" in hits
+                )
                 for m in members.values():
                     if not (kept_by_2_3 and m.group_instance_id is not None):
                         m.metadata(group.protocol_name)
