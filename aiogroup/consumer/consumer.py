@@ -40,7 +40,7 @@ from aiogroup.consumer.errors import (
 )
 from aiogroup.consumer.group_metadata import ConsumerGroupMetadata, group_metadata_of
 from aiogroup.consumer.hooks import Hooks, poll_watchdog
-from aiogroup.consumer.offsets import OffsetAndTimestamp, list_offsets, offset_of
+from aiogroup.consumer.offsets import OffsetAndTimestamp, OffsetQueries, offset_of
 from aiogroup.consumer.records import ConsumerRecord, Deserializer
 from aiogroup.errors import (
     AiogroupError,
@@ -57,7 +57,6 @@ from aiogroup.protocol.types import TopicPartition
 
 if TYPE_CHECKING:  # the parts a Consumer is built of load when one is built, not at import
     from aiogroup.client.member import GroupMember
-    from aiogroup.consumer.wire import ListedOffset
     from aiogroup.observability.health import Health
 
 __all__ = ["Consumer", "OffsetAndTimestamp"]
@@ -70,7 +69,7 @@ _UNLIMITED = 2**31 - 1
 _YIELD_EVERY = 256
 
 
-class Consumer:
+class Consumer(OffsetQueries):
     """An asyncio Kafka consumer in a classic consumer group (KIP-429 cooperative rebalancing).
 
     ``async with Consumer("host:9092", "group", topics=["orders"]) as consumer:`` then
@@ -390,6 +389,21 @@ class Consumer:
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
         """The next record (of ``partitions`` if given), waiting as long as it takes."""
+        if not partitions and self._unyielded < _YIELD_EVERY and self._left_for_poll is None:
+            # The quick way (issue 29): a record converted ahead, with what _get does around
+            # it (checks, liveness, poll metrics, the record in hand) and nothing more.
+            self._ensure_open()
+            self._release()
+            self._raise_errors()
+            taken = self._state.next_one(self._owned())
+            if taken is not None:
+                self._last_poll = now = loop_time()
+                self._polls.begin(now)
+                self._polls.end(now)
+                tp, record = taken
+                self._in_hand = {tp: record.offset}
+                self._unyielded += 1
+                return record
         while True:
             batch = await self._get(partitions, 1, None)
             for records in batch.values():
@@ -691,61 +705,6 @@ class Consumer:
         if st is None or (st.stopped and partition not in self._revoking):
             raise LocalProtocolError(f"{partition} is not assigned to this consumer")
         return partition
-
-    def highwater(self, partition: TopicPartition) -> int | None:
-        """The high watermark last seen in a Fetch answer for ``partition``."""
-        st = self._state.get(partition)
-        return None if st is None else st.high_watermark
-
-    def last_stable_offset(self, partition: TopicPartition) -> int | None:
-        """The last stable offset last seen for ``partition`` (read_committed reads up to it)."""
-        st = self._state.get(partition)
-        return None if st is None else st.last_stable_offset
-
-    def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
-        """When (loop time, ms) a Fetch answer for ``partition`` last arrived."""
-        st = self._state.get(partition)
-        return None if st is None or st.last_fetch is None else int(st.last_fetch * 1000)
-
-    async def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        """For each partition, the first offset whose timestamp is at or after the given one
-        (ms since the epoch), with that record's timestamp; None if there is none."""
-        for tp, ts in timestamps.items():
-            if ts < 0:
-                raise ConfigurationError(f"timestamp for {tp} must be >= 0, not {ts}")
-        listed = await self._list_offsets({tp: int(ts) for tp, ts in timestamps.items()})
-        return {
-            tp: None if o.offset < 0 else OffsetAndTimestamp(o.offset, o.timestamp)
-            for tp, o in listed.items()
-        }
-
-    async def beginning_offsets(
-        self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, int]:
-        """The first offset of each partition (does not move positions)."""
-        listed = await self._list_offsets({tp: -2 for tp in partitions})
-        return {tp: o.offset for tp, o in listed.items()}
-
-    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The offset after the last record of each partition (the high watermark; the last
-        stable offset under read_committed)."""
-        listed = await self._list_offsets({tp: -1 for tp in partitions})
-        return {tp: o.offset for tp, o in listed.items()}
-
-    async def _list_offsets(
-        self, timestamps: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, ListedOffset]:
-        self._ensure_open(timestamps)
-        config = self._state.config
-        return await list_offsets(
-            self._plane,
-            timestamps,
-            read_committed=config.read_committed,
-            request_timeout=self._request_timeout,
-            retry_backoff=config.retry_backoff_ms / 1000,
-        )
 
     # ------------------------------------------------------------------ flow control
 

@@ -5,16 +5,17 @@ position of a partition being revoked) and the forms ``commit({tp: ...})`` accep
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiogroup.errors import AiogroupError, ConfigurationError, error_for_code
 from aiogroup.protocol.types import TopicPartition
 
 if TYPE_CHECKING:
+    from aiogroup.consumer.state import ConsumerState
     from aiogroup.consumer.wire import DataPlane, ListedOffset
 
-__all__ = ["OffsetAndTimestamp", "list_offsets", "offset_of"]
+__all__ = ["OffsetAndTimestamp", "OffsetQueries", "list_offsets", "offset_of"]
 
 #: ListOffsets answers retried after a metadata refresh: the leader moved or is not known yet.
 _RETRIED = frozenset({3, 5, 6, 74, 75, 78})
@@ -92,3 +93,72 @@ def offset_of(tp: TopicPartition, value: Any) -> int:
 
 def _list_error(tp: TopicPartition, code: int) -> AiogroupError:
     return error_for_code(code, f"ListOffsets for {tp} failed with error {code}")
+
+
+class OffsetQueries:
+    """The :class:`~aiogroup.consumer.Consumer` calls that look offsets up, without moving
+    positions: what the last Fetch answers said (``highwater``, ``last_stable_offset``,
+    ``last_poll_timestamp``) and ListOffsets (``offsets_for_times``, ``beginning_offsets``,
+    ``end_offsets``). A part of the Consumer, which provides what they read."""
+
+    _state: ConsumerState
+    _plane: DataPlane
+    _request_timeout: float
+
+    def _ensure_open(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        raise NotImplementedError  # the Consumer's
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The high watermark last seen in a Fetch answer for ``partition``."""
+        st = self._state.get(partition)
+        return None if st is None else st.high_watermark
+
+    def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        """The last stable offset last seen for ``partition`` (read_committed reads up to it)."""
+        st = self._state.get(partition)
+        return None if st is None else st.last_stable_offset
+
+    def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
+        """When (loop time, ms) a Fetch answer for ``partition`` last arrived."""
+        st = self._state.get(partition)
+        return None if st is None or st.last_fetch is None else int(st.last_fetch * 1000)
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the first offset whose timestamp is at or after the given one
+        (ms since the epoch), with that record's timestamp; None if there is none."""
+        for tp, ts in timestamps.items():
+            if ts < 0:
+                raise ConfigurationError(f"timestamp for {tp} must be >= 0, not {ts}")
+        listed = await self._list_offsets({tp: int(ts) for tp, ts in timestamps.items()})
+        return {
+            tp: None if o.offset < 0 else OffsetAndTimestamp(o.offset, o.timestamp)
+            for tp, o in listed.items()
+        }
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """The first offset of each partition (does not move positions)."""
+        listed = await self._list_offsets({tp: -2 for tp in partitions})
+        return {tp: o.offset for tp, o in listed.items()}
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The offset after the last record of each partition (the high watermark; the last
+        stable offset under read_committed)."""
+        listed = await self._list_offsets({tp: -1 for tp in partitions})
+        return {tp: o.offset for tp, o in listed.items()}
+
+    async def _list_offsets(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, ListedOffset]:
+        self._ensure_open(timestamps)
+        config = self._state.config
+        return await list_offsets(
+            self._plane,
+            timestamps,
+            read_committed=config.read_committed,
+            request_timeout=self._request_timeout,
+            retry_backoff=config.retry_backoff_ms / 1000,
+        )

@@ -37,11 +37,14 @@ from typing import Any, NamedTuple
 from aiogroup.consumer.errors import (
     CorruptRecordError,
     RecordDeserializationError,
+    RecordError,
     UnsupportedCodecError,
 )
 from aiogroup.protocol.types import TopicPartition
 
 __all__ = [
+    "AHEAD",
+    "AHEAD_BELOW",
     "ConsumerRecord",
     "Deserializer",
     "PartitionRecords",
@@ -51,6 +54,10 @@ __all__ = [
 
 #: Called with the raw key or value (``None`` for a null one, as aiokafka does).
 Deserializer = Callable[[Any], Any]
+
+#: Reads of fewer records than this (``getone()``) convert ``AHEAD`` records at once.
+AHEAD_BELOW = 8
+AHEAD = 128
 
 _HEADER = struct.Struct(">qi")  # baseOffset / offset, batchLength / message size
 _LAST_DELTA = struct.Struct(">i")
@@ -181,17 +188,21 @@ class PartitionRecords:
         "_abort_index",
         "_aborted",
         "_aborted_producers",
+        "_ahead",
+        "_ahead_at",
+        "_ahead_end",
+        "_ahead_error",
         "_at",
         "_batches",
         "_check_crcs",
         "_data",
+        "_done",
         "_held",
         "_iter",
         "_pending_end",
         "_read_any",
         "_read_committed",
         "_ts_type",
-        "exhausted",
         "fetch_offset",
         "position",
         "size",
@@ -212,7 +223,7 @@ class PartitionRecords:
         self.size = len(data)
         self.fetch_offset = fetch_offset
         self.position = fetch_offset
-        self.exhausted = False
+        self._done = False
         self._batches: Any = _memory_records()(data)
         # Where the next batch starts in ``data`` (the batches come in order, back to back).
         self._data = memoryview(data)
@@ -229,6 +240,25 @@ class PartitionRecords:
         self._aborted = sorted(aborted_transactions or (), key=lambda a: a[1])
         self._abort_index = 0
         self._aborted_producers: set[int] = set()
+        # Small reads (getone): records converted ahead, handed out one by one from
+        # ``_ahead[_ahead_at:]``; the position they all lead to (past what the conversion
+        # skipped) and the error met after them, held until they are handed out.
+        self._ahead: list[ConsumerRecord] = []
+        self._ahead_at = 0
+        self._ahead_end = fetch_offset
+        self._ahead_error: RecordError | None = None
+
+    def next_ahead(self) -> ConsumerRecord | None:
+        """The next record converted ahead, unless it is the last of them (whose hand-out
+        settles the position and any error held: :meth:`drain` does that); None then."""
+        at = self._ahead_at
+        ahead = self._ahead
+        if at + 1 >= len(ahead):
+            return None
+        record = ahead[at]
+        self._ahead_at = at + 1
+        self.position = record.offset + 1
+        return record
 
     def drain(
         self,
@@ -241,7 +271,61 @@ class PartitionRecords:
 
         Raises :class:`CorruptRecordError` or :class:`RecordDeserializationError` after
         appending the records before the bad one; :attr:`position` is then the bad offset.
+
+        A read of fewer than ``AHEAD_BELOW`` records without deserializers (``getone()``)
+        converts up to ``AHEAD`` records at once and hands them out from that list (one
+        conversion loop per ``AHEAD`` records, not one per record); :attr:`position` still
+        moves record by record, so nothing outside sees the difference.
         """
+        if self._ahead_at < len(self._ahead):
+            max_records -= self._hand_ahead(out, max_records)
+            if max_records <= 0 or self._ahead_at < len(self._ahead):
+                return
+        if max_records < AHEAD_BELOW and key_deserializer is None and value_deserializer is None:
+            self._fill_ahead()
+            self._hand_ahead(out, max_records)
+            return
+        self._drain(out, max_records, key_deserializer, value_deserializer)
+
+    def _fill_ahead(self) -> None:
+        """Convert up to ``AHEAD`` records into ``_ahead`` without moving :attr:`position`."""
+        start = self.position
+        ahead: list[ConsumerRecord] = []
+        self._ahead_error = None
+        try:
+            self._drain(ahead, AHEAD, None, None)
+        except RecordError as exc:  # raised once the records before it are handed out
+            self._ahead_error = exc
+        self._ahead, self._ahead_at = ahead, 0
+        self._ahead_end = self.position
+        self.position = start
+
+    def _hand_ahead(self, out: list[ConsumerRecord], count: int) -> int:
+        """Move up to ``count`` records converted ahead to ``out``; how many. The last one
+        takes :attr:`position` where the conversion stopped, and raises its error, if any."""
+        at = self._ahead_at
+        ahead = self._ahead
+        taken = ahead[at : at + count]
+        at += len(taken)
+        self._ahead_at = at
+        out.extend(taken)
+        if taken:
+            self.position = taken[-1].offset + 1
+        if at >= len(ahead):
+            self._ahead, self._ahead_at = [], 0
+            self.position = self._ahead_end
+            error, self._ahead_error = self._ahead_error, None
+            if error is not None:
+                raise error
+        return len(taken)
+
+    def _drain(
+        self,
+        out: list[ConsumerRecord],
+        max_records: int,
+        key_deserializer: Deserializer | None,
+        value_deserializer: Deserializer | None,
+    ) -> None:
         limit = len(out) + max_records
         while len(out) < limit:
             if self._iter is None:
@@ -262,17 +346,23 @@ class PartitionRecords:
                 if self._pending_end > self.position:
                     self.position = self._pending_end
                 if not self._batches.has_next():
-                    self.exhausted = True  # the last batch
+                    self._done = True  # the last batch
+
+    @property
+    def exhausted(self) -> bool:
+        """Nothing is left to hand out: the last batch is read (or the data is bad) and no
+        record converted ahead waits."""
+        return self._done and self._ahead_at >= len(self._ahead)
 
     @property
     def has_pending(self) -> bool:
-        """A batch is being read (records of it may remain)."""
-        return self._iter is not None
+        """A batch is being read (records of it may remain), or records converted ahead wait."""
+        return self._iter is not None or self._ahead_at < len(self._ahead)
 
     # -- batches --------------------------------------------------------------------------
 
     def _corrupt(self, message: str, offset: int) -> CorruptRecordError:
-        self.exhausted = True
+        self._done = True
         return CorruptRecordError(message, partition=self.tp, offset=offset)
 
     def _next_batch(self) -> bool:
@@ -288,7 +378,7 @@ class PartitionRecords:
                         f"truncated fetch response: {self.size} bytes hold no complete batch",
                         self.position,
                     )
-                self.exhausted = True
+                self._done = True
                 return False
             self._read_any = True
             start = self._at
@@ -316,7 +406,7 @@ class PartitionRecords:
             if _missing_codecs():
                 missing = _missing_codecs().get(int(getattr(batch, "compression_type", 0)))
                 if missing is not None:
-                    self.exhausted = True
+                    self._done = True
                     raise UnsupportedCodecError(
                         f"a {missing} record batch needs cramjam "
                         f"(pip install 'aiogroup[compression]')",

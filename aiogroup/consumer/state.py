@@ -901,6 +901,22 @@ class ConsumerState:
             raise error
         return result
 
+    def next_one(
+        self, allowed: Collection[TopicPartition]
+    ) -> tuple[TopicPartition, ConsumerRecord] | None:
+        """``collect(1)``'s record when it is one converted ahead of the partition being read
+        (``PartitionRecords.next_ahead``): nothing else to settle, so none of collect's walk.
+        None when collect must decide (another partition, an error held, the last record)."""
+        st = self._current
+        if st is None or self._deferred is not None or not self._eligible(st, allowed, None):
+            return None
+        record = st.buffer[0].next_ahead() if st.error is None else None
+        if record is None:
+            return None
+        st.position = record.offset + 1
+        self.moved.add(st.tp)
+        return st.tp, record
+
     @staticmethod
     def _eligible(
         st: PartitionState,

@@ -14,7 +14,7 @@ Disable the plugin with ``-p no:aiogroup``.
 
 **SIGTERM ends the run as Ctrl-C does.** pytest runs no teardown when the process is killed
 by SIGTERM (a CI job cancelled, ``timeout``, ``kill``): the session's brokers (Kafka JVMs,
-Tansu) would outlive it. The plugin turns SIGTERM into a :class:`KeyboardInterrupt` (pytest's
+Tansu) would outlive it. The plugin turns SIGTERM into a ``KeyboardInterrupt`` (pytest's
 own interruption), so the fixtures stop what they started, by pid, before pytest exits. It
 does so only where SIGTERM has its default action and in the main thread; a project that
 handles SIGTERM itself keeps its handler.

@@ -319,3 +319,102 @@ def test_mutated_batches_give_records_or_a_record_error(edits: list[tuple[int, i
         except RecordError:
             continue
         assert all(isinstance(r, ConsumerRecord) for r in records)
+
+
+# -- small reads (getone): records converted ahead ---------------------------------------------
+
+
+@st.composite
+def logs(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int]]]:
+    """Batches back to back: plain, compressed, compacted at the tail, transactional with
+    their markers (some aborted), and perhaps one corrupt batch; the aborted transactions."""
+    data, offset, aborted = b"", 0, []
+    for kind in draw(st.lists(st.sampled_from("pgctx"), min_size=1, max_size=8)):
+        n = draw(st.integers(1, 150))
+        values = [b"v%d" % (offset + i) for i in range(n)]
+        if kind == "p":
+            data += batch(values, offset)
+        elif kind == "g":
+            data += batch(values, offset, compression=GZIP)
+        elif kind == "c":
+            gap = draw(st.integers(1, 4))
+            data += _compacted(batch(values, offset), n - 1 + gap)
+            n += gap
+        elif kind == "t":
+            pid = 20 + offset
+            data += batch(values, offset, producer_id=pid, transactional=True)
+            abort = draw(st.booleans())
+            data += control_batch(offset + n, pid, ABORT if abort else COMMIT)
+            if abort:
+                aborted.append((pid, offset))
+            n += 1
+        else:
+            data += corrupt(batch([*values, b"pad", b"pad"], offset))
+            n += 2
+        offset += n
+    return data, aborted
+
+
+def _read(
+    pr: PartitionRecords, steps: list[int], **kw: object
+) -> tuple[list[int], list[int], object]:
+    """Offsets handed out, the position after each drain, and the error met (type, offset)."""
+    out: list[ConsumerRecord] = []
+    positions: list[int] = []
+    counts: list[int] = []
+    error: object = None
+    at = 0
+    while not pr.exhausted:
+        step = steps[at % len(steps)]
+        at += 1
+        before = len(out)
+        try:
+            pr.drain(out, step, **kw)  # type: ignore[arg-type]
+        except RecordError as exc:
+            error = (type(exc), exc.offset)
+        positions.append(pr.position)
+        counts.append(len(out))
+        # the position never lags a record handed out
+        assert len(out) == before or pr.position > out[-1].offset
+        if error is not None:
+            break
+    offsets = [r.offset for r in out]
+    for count, position in zip(counts, positions, strict=True):
+        # ... nor passes one not handed out yet
+        assert count == len(offsets) or position <= offsets[count]
+    return offsets, positions, error
+
+
+@given(logs(), st.lists(st.integers(1, 9), min_size=1, max_size=5), st.booleans())
+def test_small_reads_hand_out_what_record_by_record_reads_do(
+    log: tuple[bytes, list[tuple[int, int]]], steps: list[int], committed: bool
+) -> None:
+    """Records converted ahead (no deserializer) against the same reads converted one by one
+    (a deserializer turns converting ahead off) and one large read: the same records, the
+    same error, the same last position (past compacted tails and markers); in between, each
+    position is past every record handed out and at or before the next one."""
+    data, aborted = log
+    kw = {"aborted_transactions": aborted, "read_committed": committed}
+    ahead = _read(PartitionRecords(TP, data, 0, **kw), steps)  # type: ignore[arg-type]
+    one_by_one = _read(
+        PartitionRecords(TP, data, 0, **kw), steps, value_deserializer=lambda v: v  # type: ignore[arg-type]
+    )
+    whole = _read(PartitionRecords(TP, data, 0, **kw), [10_000])  # type: ignore[arg-type]
+    for other in (one_by_one, whole):
+        assert (ahead[0], ahead[2], ahead[1][-1:]) == (other[0], other[2], other[1][-1:])
+
+
+def test_records_converted_ahead_come_one_by_one_then_the_error() -> None:
+    data = batch([b"%d" % i for i in range(5)], 0) + corrupt(batch([b"x", b"y"], 5))
+    pr = PartitionRecords(TP, data, 0)
+    out: list[ConsumerRecord] = []
+    pr.drain(out, 1)
+    assert [r.offset for r in out] == [0] and pr.position == 1 and pr.has_pending
+    got = [pr.next_ahead() for _ in range(4)]
+    # the last one converted ahead is left to drain, which settles position and error
+    assert [r.offset for r in got if r] == [1, 2, 3] and got[-1] is None and pr.position == 4
+    assert not pr.exhausted
+    with pytest.raises(CorruptRecordError) as info:
+        pr.drain(out, 1)
+    assert [r.offset for r in out] == [0, 4] and info.value.offset == 5 and pr.position == 5
+    assert pr.exhausted
