@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import json
 import logging
 import os
@@ -166,7 +167,10 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
         transaction_timeout_ms=args.transaction_timeout_ms,
         batch_records=args.batch_records,
     )
+    log.info("starting the transactional producer %s", producer.transactional_id)
     await producer.start()
+    log.info("producer id %d, epoch %d; starting the consumer", producer.producer_id,
+             producer.producer_epoch)  # fmt: skip
     await consumer.start()
     events("started", producer_id=producer.producer_id, epoch=producer.producer_epoch)
     try:
@@ -224,7 +228,10 @@ async def amain(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    return asyncio.run(amain(parse(argv)))
+    args = parse(argv)
+    if args.pause_file is not None:  # testing: SIGUSR1 prints every thread's stack to stderr
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    return asyncio.run(amain(args))
 
 
 if __name__ == "__main__":

@@ -117,6 +117,30 @@ class Workers:
             for name, starts in self.starts.items()
         )
 
+    def not_started(self) -> str:
+        """For a failure message: each process short of its ``started`` event, whether it
+        runs (and its state), its stack (SIGUSR1: the example's faulthandler) and the end of
+        its stderr."""
+        out = []
+        for name, starts in self.starts.items():
+            seen = sum(e["type"] == "started" for e in self.events(name))
+            if seen == starts:
+                continue
+            proc = self.procs[name]
+            stat = Path(f"/proc/{proc.pid}/stat")
+            state = stat.read_text().rsplit(")", 1)[1].split()[0] if stat.exists() else "gone"
+            err = self.out / f"{name}.stderr"
+            if proc.poll() is None:
+                size = err.stat().st_size
+                proc.send_signal(signal.SIGUSR1)
+                deadline = time.monotonic() + 10
+                while err.stat().st_size == size and time.monotonic() < deadline:
+                    time.sleep(0.1)  # a poll for the dump, bounded, in a failure path
+            out.append(f"{name}: {seen} of {starts} started, pid {proc.pid} "
+                       f"(rc {proc.poll()}, state {state}):\n"
+                       + err.read_text(errors="replace")[-4000:])  # fmt: skip
+        return "\n".join(out)
+
     def stop_all(self) -> dict[str, int]:
         codes = {}
         for proc in self.procs.values():
@@ -225,7 +249,10 @@ async def test_every_input_record_is_output_exactly_once_through_kills_and_a_zom
             workers.kill_and_restart(victim)
         await wait_for(lambda: len(set(committed.values)) >= len(expected), BOUND_S,
                        "every record in the output")  # fmt: skip
-        await wait_for(workers.all_started, BOUND_S, "every worker started")
+        try:
+            await wait_for(workers.all_started, BOUND_S, "every worker started")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{workers.not_started()}") from None
         codes = workers.stop_all()
         await wait_for_async(lambda: committed.caught_up(dst), BOUND_S)
     finally:
