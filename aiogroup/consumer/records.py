@@ -291,7 +291,6 @@ class PartitionRecords:
         """Convert up to ``AHEAD`` records into ``_ahead`` without moving :attr:`position`."""
         start = self.position
         ahead: list[ConsumerRecord] = []
-        self._ahead_error = None
         try:
             self._drain(ahead, AHEAD, None, None)
         except RecordError as exc:  # raised once the records before it are handed out
