@@ -38,7 +38,9 @@ after the pause, verdict, load average during the shape), then the ratios and go
 >= 4 (judged on the loads seen around the two runs compared: all below 1.5, or all at 4 or
 more; otherwise both verdicts are printed); aiogroup/confluent-tuned >= 1x; aiogroup
 against confluent-aio-tuned, Java and franz-go (no goal); aiogroup's CPU <= 0.30 us per 100 B
-record. ``--json FILE`` saves everything. Usage::
+record. ``aiogroup`` decodes records with the C decoder when it was built (the header says);
+``aiogroup-pure`` is the same consumer with ``AIOGROUP_PURE_PYTHON=1`` (aiokafka's reader), an
+installation without a C compiler. ``--json FILE`` saves everything. Usage::
 
     python bench/bench_consumer.py                         # both brokers, every shape, 1 round
     python bench/bench_consumer.py --broker kafka4 --shapes 100B --rounds 3
@@ -237,6 +239,13 @@ def run_shape(
     return result
 
 
+def decoder() -> str:
+    """Which decoder the ``aiogroup`` client reads v2 records with."""
+    from aiogroup.consumer.records import NATIVE
+
+    return "C (aiogroup.consumer._native_records)" if NATIVE else "aiokafka's reader (C not built)"
+
+
 def ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Issue 29's ratios of aiogroup's best rate, each with its goal and verdict."""
     best = result["best"]
@@ -326,6 +335,7 @@ def main() -> None:
     if unknown or set(brokers) - {*BROKERS, "existing"}:
         parser.error(f"unknown clients {sorted(unknown)} or brokers {brokers}")
     print(f"start: load {load():.1f}, clients {','.join(args.clients)}, scale {args.scale:g}")
+    print(f"aiogroup's records decoder: {decoder()}; aiogroup-pure: aiokafka's reader")
     results: list[dict[str, Any]] = []
     for name in brokers:
         broker = None if args.bootstrap else start_broker(name)

@@ -39,6 +39,7 @@ from common import peak_rss_mb, rss_mb
 #: Every client, in the order of the tables.
 CLIENTS = (
     "aiogroup",
+    "aiogroup-pure",
     "aiokafka",
     "confluent",
     "confluent-tuned",
@@ -208,6 +209,7 @@ RUNNERS: dict[
     str, Callable[[argparse.Namespace, Tally], contextlib.AbstractAsyncContextManager[Read]]
 ] = {
     "aiogroup": open_aiogroup,
+    "aiogroup-pure": open_aiogroup,  # AIOGROUP_PURE_PYTHON=1: aiokafka's reader, not the C one
     "aiokafka": open_aiokafka,
     "confluent": open_confluent,
     "confluent-tuned": open_confluent,
@@ -278,7 +280,8 @@ def client_command(
         "--idle", str(idle),
     ]  # fmt: skip
     if client in RUNNERS:
-        return [sys.executable, __file__, "--client", client, "--batch", str(batch), *common]
+        command = [sys.executable, __file__, "--client", client, "--batch", str(batch), *common]
+        return ["env", "AIOGROUP_PURE_PYTHON=1", *command] if client == "aiogroup-pure" else command
     return [*peer_program(client), "--mode", "throughput", "--client", client, *common]
 
 

@@ -1,7 +1,11 @@
 """Records: one partition's fetched bytes turned into :class:`ConsumerRecord` values (sans-I/O).
 
-Batches are decoded by aiokafka's C-accelerated record reader (``aiokafka.record``: record
-batches v0-v2, gzip/snappy/lz4/zstd, CRC-32C); this module adds what a consumer needs around it:
+Batches are framed by aiokafka's record reader (``aiokafka.record``: record batches v0-v2,
+gzip/snappy/lz4/zstd, CRC-32C). The records of a v2 batch are decoded by aiogroup's C decoder
+(``_native_records.c``, compiled at install when a C compiler is there; :data:`NATIVE` says
+whether it was), which builds each :class:`ConsumerRecord` straight from the batch's bytes;
+without it, or with ``AIOGROUP_PURE_PYTHON=1`` in the environment, aiokafka's reader decodes
+them, with the same result. This module adds what a consumer needs around them:
 
 - **lazily, batch by batch**: a :class:`PartitionRecords` holds the raw bytes of one partition
   from one Fetch response and decodes a batch only when the application asks for records, so
@@ -28,6 +32,7 @@ batches v0-v2, gzip/snappy/lz4/zstd, CRC-32C); this module adds what a consumer 
 from __future__ import annotations
 
 import importlib
+import os
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache
@@ -45,6 +50,7 @@ from aiogroup.protocol.types import TopicPartition
 __all__ = [
     "AHEAD",
     "AHEAD_BELOW",
+    "NATIVE",
     "ConsumerRecord",
     "Deserializer",
     "PartitionRecords",
@@ -83,6 +89,25 @@ except ImportError:  # pragma: no cover - depends on the installation
 #: Codecs by attribute value (the low three bits).
 _CODECS = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
+#: A v2 batch's header: baseOffset, batchLength, partitionLeaderEpoch, magic, crc,
+#: attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch,
+#: baseSequence, recordsCount; its records follow.
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_V2_RECORDS_AT = _V2_HEADER.size
+
+#: The C decoder of a v2 batch's records (``_native_records.c``), when it was built at
+#: install and ``AIOGROUP_PURE_PYTHON`` is not set; aiokafka's reader decodes them otherwise.
+_native_reader: Any
+try:
+    if os.environ.get("AIOGROUP_PURE_PYTHON"):
+        raise ImportError("AIOGROUP_PURE_PYTHON is set")
+    _native_reader = importlib.import_module("aiogroup.consumer._native_records").RecordReader
+except ImportError:  # pragma: no cover - depends on the installation
+    _native_reader = None
+
+#: Whether records are decoded by the C decoder (see ``_native_reader``).
+NATIVE = _native_reader is not None
+
 
 @cache
 def _memory_records() -> Any:
@@ -91,6 +116,20 @@ def _memory_records() -> Any:
     from aiokafka.record.memory_records import MemoryRecords
 
     return MemoryRecords
+
+
+@cache
+def _decompressor(codec: int) -> Callable[[Any], bytes]:
+    """aiokafka's decompression function for a codec (by attribute value)."""
+    from aiokafka import codec as codecs
+
+    name = _CODECS.get(codec)
+    if name is None:
+        raise ValueError(f"unknown compression codec {codec}")
+    decode: Callable[[Any], bytes] = getattr(codecs, f"{name}_decode")
+    if name == "gzip":
+        return decode
+    return lambda body: decode(bytes(body))
 
 
 @cache
@@ -199,6 +238,7 @@ class PartitionRecords:
         "_done",
         "_held",
         "_iter",
+        "_native_batch",
         "_pending_end",
         "_read_any",
         "_read_committed",
@@ -232,6 +272,8 @@ class PartitionRecords:
         # none outlives its conversion) and a record taken from it but not returned yet.
         self._iter: Iterator[Any] | None = None
         self._held: Any = None
+        # Whether ``_iter`` is the C decoder's reader (its records are ConsumerRecords already).
+        self._native_batch = False
         self._ts_type = 0
         self._pending_end = fetch_offset
         self._read_any = False
@@ -383,7 +425,9 @@ class PartitionRecords:
             start = self._at
             try:
                 next_offset = int(batch.next_offset)
-                if self._check_crcs and not self._crc_ok(batch, start):
+                end = start + _LOG_OVERHEAD + _HEADER.unpack_from(self._data, start)[1]
+                self._at = end
+                if self._check_crcs and not self._crc_ok(batch, start, end):
                     raise self._corrupt("record batch CRC mismatch", self.position)
             except CorruptRecordError:
                 raise
@@ -413,12 +457,15 @@ class PartitionRecords:
                         offset=self.position,
                     )
             held = None
+            v2 = _is_v2(batch)
             try:
-                # iter() sets the batch up (decompression) and returns the batch itself, which
-                # refuses a second iter(): wrap its __next__ in a C-level iterator that islice
-                # may call iter() on.
-                iterator: Iterator[Any] = iter(iter(batch).__next__, None)
-                v2 = _is_v2(batch)
+                native = self._native_records(batch, start, end) if v2 else None
+                # Without it: iter() sets the batch up (decompression) and returns the batch
+                # itself, which refuses a second iter(): wrap its __next__ in a C-level
+                # iterator that islice may call iter() on.
+                iterator: Iterator[Any] = (
+                    native if native is not None else iter(iter(batch).__next__, None)
+                )
                 if not v2 or batch.base_offset < self.position:
                     # A compressed batch comes whole even when the fetch starts inside it.
                     for record in iterator:
@@ -435,21 +482,19 @@ class PartitionRecords:
                 continue
             self._iter = iterator
             self._held = held
+            self._native_batch = native is not None
             # v2 batches carry the timestamp type once for all their records.
             self._ts_type = int(batch.timestamp_type) if v2 else -1
             return True
 
-    def _crc_ok(self, batch: Any, start: int) -> bool:
-        """Check the CRC of ``batch``, which starts at ``start`` in the data (and moves past it):
-        in hardware where possible, else with aiokafka's reader."""
+    def _crc_ok(self, batch: Any, start: int, end: int) -> bool:
+        """Check the CRC of ``batch``, which is ``data[start:end]``: in hardware where
+        possible, else with aiokafka's reader."""
         data = self._data
-        base, length = _HEADER.unpack_from(data, start)
-        end = start + _LOG_OVERHEAD + length
-        self._at = end
         if (
             _hardware_crc32c is not None
             and data[start + _MAGIC_AT] >= 2
-            and base == batch.base_offset
+            and _HEADER.unpack_from(data, start)[0] == batch.base_offset
             and end <= len(data)
         ):
             return bool(
@@ -457,6 +502,34 @@ class PartitionRecords:
                 == _CRC.unpack_from(data, start + _CRC_AT)[0]
             )
         return bool(batch.validate_crc())
+
+    def _native_records(self, batch: Any, start: int, end: int) -> Any:
+        """The C decoder's reader over the v2 ``batch`` at ``data[start:end]`` (decompressed
+        first, with aiokafka's codecs); None without the decoder."""
+        data = self._data
+        if _native_reader is None or end > len(data) or end - start < _V2_RECORDS_AT:
+            return None
+        (base, _, _, magic, _, attributes, _, first_ts, max_ts, _, _, _, count) = (
+            _V2_HEADER.unpack_from(data, start)
+        )
+        if magic != 2 or base != batch.base_offset:
+            return None
+        body: Any = data[start + _V2_RECORDS_AT : end]
+        codec = attributes & 0x07
+        if codec:
+            body = _decompressor(codec)(body)
+        topic, partition = self.tp
+        return _native_reader(
+            ConsumerRecord,
+            topic,
+            partition,
+            (attributes >> 3) & 1,
+            body,
+            base,
+            first_ts,
+            max_ts,
+            count,
+        )
 
     def _skip_aborted(self, batch: Any, control: bool) -> bool:
         """KIP-98 read_committed: is this batch part of an aborted transaction?"""
@@ -488,6 +561,8 @@ class PartitionRecords:
 
     def _convert(self, out: list[ConsumerRecord], count: int) -> bool:
         """Append up to ``count`` records of the current batch; True if it ended."""
+        if self._native_batch:
+            return self._take_native(out, count)
         iterator = self._iter
         assert iterator is not None
         topic, partition = self.tp
@@ -530,6 +605,25 @@ class PartitionRecords:
         if got:
             self.position = out[-1].offset + 1
         return got < count
+
+    def _take_native(self, out: list[ConsumerRecord], count: int) -> bool:
+        """:meth:`_convert` with the C decoder, which appends ConsumerRecords itself and
+        knows when the batch has no record left (also when it gave exactly ``count``)."""
+        reader = self._iter
+        first = len(out)
+        held, self._held = self._held, None
+        if held is not None:
+            out.append(held)
+            count -= 1
+        try:
+            ended = bool(reader.take(out, count))  # type: ignore[union-attr]
+        except Exception as exc:  # the decoder refused a record inside the batch
+            if len(out) > first:
+                self.position = out[-1].offset + 1
+            raise self._corrupt(f"undecodable records: {exc!r}", self.position) from exc
+        if len(out) > first:
+            self.position = out[-1].offset + 1
+        return ended
 
     def _convert_deserialized(
         self,
