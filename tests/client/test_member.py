@@ -399,7 +399,8 @@ async def test_committed_raises_a_non_retriable_answer_at_once() -> None:
 
 
 class GatedHeartbeats(FakeTransport):
-    """Heartbeats wait for ``gate`` while it is set (a coordinator that stopped answering)."""
+    """Heartbeats wait for ``gate`` while it is set (a coordinator that stopped answering),
+    then are answered NOT_COORDINATOR (it moved): a late answer never proves the session."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -409,6 +410,10 @@ class GatedHeartbeats(FakeTransport):
         gate = self.gate
         if gate is not None:
             await gate.wait()
+            # Answered NONE, a heartbeat sent after the last proof would prove the session up
+            # to its send time (KAFKA-7026: "proof", tested in tests/membership/test_safety.py)
+            # when its answer beats the member's new coordinator lookup: CI saw that order once.
+            return 16  # NOT_COORDINATOR
         return await super().heartbeat(**kw)
 
 
