@@ -236,6 +236,24 @@ class _KafkaMissing(Exception):
     """Kafka cannot run on this machine (the reason is the message)."""
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop the session's Kafka brokers when the session finishes, not at unconfigure (where
+    ``config.add_cleanup`` would): a pytest-xdist worker reports itself finished after this
+    hook, and the controller then ends it within seconds, which, in the middle of the stops,
+    left a ZooKeeper running and its work folder behind. A stop that fails does not keep the
+    other brokers running; each stop runs once (the cleanup then finds nothing to do)."""
+    failures = []
+    for held in session.config.stash.get(_KAFKA_KEY, {}).values():
+        if isinstance(held, KafkaBroker):
+            try:
+                held.stop()
+            except Exception as exc:  # raised after every broker was tried
+                failures.append(exc)
+    if failures:
+        raise failures[0]
+
+
 @pytest.fixture(scope="session")
 def apache_kafka(pytestconfig: pytest.Config) -> KafkaBroker:
     """Apache Kafka 2.3.0 (and ZooKeeper) for the whole session: use fresh groups and topics.
