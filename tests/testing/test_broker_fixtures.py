@@ -54,3 +54,31 @@ def test_kafka_broker_fixture_speaks_kafka(kafka_broker: BrokerHandle) -> None: 
 def test_start_broker_rejects_unknown_kinds() -> None:
     with pytest.raises(ValueError, match="unknown broker kind"), start_broker("zookeeper"):
         pass
+
+
+def test_session_brokers_stop_when_the_session_finishes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before a pytest-xdist worker reports itself finished (after which it is ended within
+    seconds): every broker is stopped even when one stop fails, and that failure is raised."""
+    from types import SimpleNamespace
+
+    from aiogroup.testing import fixtures
+    from aiogroup.testing.launchers.kafka import KafkaBroker
+
+    stopped: list[str] = []
+
+    def stop(self: KafkaBroker) -> None:
+        stopped.append(self.version)
+        if self.version == "2.3.0":
+            raise RuntimeError("ZooKeeper would not stop")
+
+    monkeypatch.setattr(type(KafkaBroker(version="2.3.0")), "stop", stop)
+    monkeypatch.setattr(type(KafkaBroker(version="4.1.1")), "stop", stop)
+    held = {
+        "2.3.0": KafkaBroker(version="2.3.0"),
+        "3.9.1": fixtures._KafkaMissing("no Java here"),
+        "4.1.1": KafkaBroker(version="4.1.1"),
+    }
+    session = SimpleNamespace(config=SimpleNamespace(stash={fixtures._KAFKA_KEY: held}))
+    with pytest.raises(RuntimeError, match="would not stop"):
+        fixtures.pytest_sessionfinish(session)  # type: ignore[arg-type]
+    assert stopped == ["2.3.0", "4.1.1"]
