@@ -57,7 +57,7 @@ typedef struct {
 
 /* An unsigned varint of at most max_bytes bytes at *pos, below end. 0 on success. */
 static int
-read_uvarint(RecordReader *self, const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos,
+read_uvarint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos,
              int max_bytes, uint64_t *out, const char *what)
 {
     uint64_t value = 0;
@@ -80,11 +80,11 @@ read_uvarint(RecordReader *self, const unsigned char *buf, Py_ssize_t end, Py_ss
 }
 
 static int
-read_varint(RecordReader *self, const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos,
+read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos,
             int32_t *out, const char *what)
 {
     uint64_t raw;
-    if (read_uvarint(self, buf, end, pos, 5, &raw, what) < 0)
+    if (read_uvarint(buf, end, pos, 5, &raw, what) < 0)
         return -1;
     uint32_t u = (uint32_t)raw;
     *out = (int32_t)((u >> 1) ^ (0u - (u & 1u)));
@@ -92,11 +92,11 @@ read_varint(RecordReader *self, const unsigned char *buf, Py_ssize_t end, Py_ssi
 }
 
 static int
-read_varlong(RecordReader *self, const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos,
+read_varlong(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos,
              int64_t *out, const char *what)
 {
     uint64_t u;
-    if (read_uvarint(self, buf, end, pos, 10, &u, what) < 0)
+    if (read_uvarint(buf, end, pos, 10, &u, what) < 0)
         return -1;
     *out = (int64_t)((u >> 1) ^ (0u - (u & 1u)));
     return 0;
@@ -151,7 +151,7 @@ parse(RecordReader *self, Fields *f)
     int64_t ts_delta;
     const char *ignored;
 
-    if (read_varint(self, buf, self->view.len, &p, &length, "length") < 0)
+    if (read_varint(buf, self->view.len, &p, &length, "length") < 0)
         return -1;
     if (length < 0 || (Py_ssize_t)length > self->view.len - p) {
         PyErr_Format(PyExc_ValueError,
@@ -164,13 +164,13 @@ parse(RecordReader *self, Fields *f)
         return -1;
     }
     p += 1; /* attributes: none defined for records */
-    if (read_varlong(self, buf, end, &p, &ts_delta, "timestamp delta") < 0
-        || read_varint(self, buf, end, &p, &offset_delta, "offset delta") < 0
-        || read_varint(self, buf, end, &p, &key_len, "key length") < 0
+    if (read_varlong(buf, end, &p, &ts_delta, "timestamp delta") < 0
+        || read_varint(buf, end, &p, &offset_delta, "offset delta") < 0
+        || read_varint(buf, end, &p, &key_len, "key length") < 0
         || take_bytes(buf, end, &p, key_len, &f->key, "key") < 0
-        || read_varint(self, buf, end, &p, &value_len, "value length") < 0
+        || read_varint(buf, end, &p, &value_len, "value length") < 0
         || take_bytes(buf, end, &p, value_len, &f->value, "value") < 0
-        || read_varint(self, buf, end, &p, &count, "header count") < 0)
+        || read_varint(buf, end, &p, &count, "header count") < 0)
         return -1;
     if (count < 0) {
         PyErr_Format(PyExc_ValueError, "a negative header count (%d)", (int)count);
@@ -178,14 +178,14 @@ parse(RecordReader *self, Fields *f)
     }
     f->headers_at = p;
     for (int32_t i = 0; i < count; i++) {
-        if (read_varint(self, buf, end, &p, &len, "header key length") < 0)
+        if (read_varint(buf, end, &p, &len, "header key length") < 0)
             return -1;
         if (len < 0) {
             PyErr_Format(PyExc_ValueError, "a header key of negative length (%d)", (int)len);
             return -1;
         }
         if (take_bytes(buf, end, &p, len, &ignored, "header key") < 0
-            || read_varint(self, buf, end, &p, &len, "header value length") < 0
+            || read_varint(buf, end, &p, &len, "header value length") < 0
             || take_bytes(buf, end, &p, len, &ignored, "header value") < 0)
             return -1;
     }
@@ -226,13 +226,13 @@ build_headers(RecordReader *self, const Fields *f)
         int32_t len;
         const char *at;
         PyObject *key, *value, *pair;
-        if (read_varint(self, buf, end, &p, &len, "header key length") < 0
+        if (read_varint(buf, end, &p, &len, "header key length") < 0
             || take_bytes(buf, end, &p, len, &at, "header key") < 0)
             goto error;
         key = PyUnicode_DecodeUTF8(at, len, "strict");
         if (key == NULL)
             goto error;
-        if (read_varint(self, buf, end, &p, &len, "header value length") < 0
+        if (read_varint(buf, end, &p, &len, "header value length") < 0
             || take_bytes(buf, end, &p, len, &at, "header value") < 0) {
             Py_DECREF(key);
             goto error;

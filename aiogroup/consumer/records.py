@@ -425,9 +425,10 @@ class PartitionRecords:
             start = self._at
             try:
                 next_offset = int(batch.next_offset)
-                end = start + _LOG_OVERHEAD + _HEADER.unpack_from(self._data, start)[1]
+                base, length = _HEADER.unpack_from(self._data, start)
+                end = start + _LOG_OVERHEAD + length
                 self._at = end
-                if self._check_crcs and not self._crc_ok(batch, start, end):
+                if self._check_crcs and not self._crc_ok(batch, base, start, end):
                     raise self._corrupt("record batch CRC mismatch", self.position)
             except CorruptRecordError:
                 raise
@@ -487,14 +488,14 @@ class PartitionRecords:
             self._ts_type = int(batch.timestamp_type) if v2 else -1
             return True
 
-    def _crc_ok(self, batch: Any, start: int, end: int) -> bool:
-        """Check the CRC of ``batch``, which is ``data[start:end]``: in hardware where
-        possible, else with aiokafka's reader."""
+    def _crc_ok(self, batch: Any, base: int, start: int, end: int) -> bool:
+        """Check the CRC of ``batch``, which is ``data[start:end]`` with ``base`` its header's
+        base offset: in hardware where possible, else with aiokafka's reader."""
         data = self._data
         if (
             _hardware_crc32c is not None
             and data[start + _MAGIC_AT] >= 2
-            and _HEADER.unpack_from(data, start)[0] == batch.base_offset
+            and base == batch.base_offset
             and end <= len(data)
         ):
             return bool(
